@@ -1,0 +1,187 @@
+"""The ``preqrag`` command line (typer + rich).
+
+    preqrag index --corpus CORPUS --index IDX         build an index
+    preqrag ask --index IDX "question"               answer one question
+    preqrag run --index IDX QUESTIONS -o OUT.jsonl   answer a question file (resumable)
+    preqrag classify QUESTIONS -o PRED.jsonl         single/multi classification
+    preqrag train-classifier QUESTIONS -o MODEL      train the learned classifier
+    preqrag eval RUN... --questions GOLD -o DIR      evaluate runs
+    preqrag demo                                     index the bundled corpus, answer 5 questions
+    preqrag config                                   print the default configuration
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from .config import ConfigError, PipelineConfig, dump_config, load_config
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="PreQRAG: classify, rewrite, retrieve, rerank and answer (LiveRAG format).")
+err = Console(stderr=True)
+
+ConfigOpt = typer.Option(None, "--config", "-c", help="preqrag.toml (defaults when omitted).")
+
+
+def _config(path: Optional[Path]) -> PipelineConfig:
+    try:
+        return load_config(path)
+    except ConfigError as e:
+        err.print(f"[red]config error:[/red] {e}")
+        raise typer.Exit(2)
+
+
+@app.command()
+def index(corpus: Path = typer.Option(..., "--corpus", exists=True, dir_okay=False,
+                                      help="JSONL(.gz) or Parquet corpus with id, text."),
+          index_dir: Path = typer.Option(..., "--index", help="Index directory to create."),
+          config: Optional[Path] = ConfigOpt,
+          overwrite: bool = typer.Option(False, help="Replace an existing index."),
+          sparse_only: bool = typer.Option(False, "--sparse-only", help="BM25 only, no dense index.")):
+    """Chunk a corpus into passages and build the BM25 and dense indexes."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .index import build_index
+
+    cfg = _config(config)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                  TimeElapsedColumn(), console=err) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(phase: str, done: int, total: int):
+            if phase not in tasks:
+                tasks[phase] = bar.add_task(phase, total=total or None)
+            bar.update(tasks[phase], completed=done, total=total or None)
+
+        try:
+            manifest = build_index(corpus, index_dir, cfg, overwrite=overwrite, dense=not sparse_only,
+                                   progress=progress)
+        except (FileExistsError, ValueError) as e:
+            err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2)
+    err.print(f"indexed {manifest['corpus']['n_documents']} documents into {manifest['n_passages']} passages "
+              f"in {manifest['seconds']['total']:.1f}s ({manifest['size_bytes'] / 1e6:.1f} MB) -> {index_dir}")
+    typer.echo(json.dumps(manifest, indent=2))
+
+
+def _pipeline(index_dir: Path, cfg: PipelineConfig):
+    from .index import IndexOpenError
+    from .pipeline import Pipeline
+
+    try:
+        return Pipeline.from_config(index_dir, cfg)
+    except (IndexOpenError, ValueError, FileNotFoundError) as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+
+
+@app.command()
+def ask(question: str = typer.Argument(..., help="The question."),
+        index_dir: Path = typer.Option(..., "--index", help="Index built by `preqrag index`."),
+        config: Optional[Path] = ConfigOpt,
+        trace: bool = typer.Option(False, "--trace", help="Also print the stage trace.")):
+    """Answer one question; prints the LiveRAG answer object as JSON."""
+    from .records import Question
+
+    pipeline = _pipeline(index_dir, _config(config))
+    (outcome,) = pipeline.answer([Question(id="q", question=question)])
+    if outcome.failure is not None:
+        err.print(f"[red]failed[/red] at {outcome.failure.stage}: {outcome.failure.error}")
+        raise typer.Exit(1)
+    record = outcome.answer.model_dump(mode="json")
+    if trace:
+        record["trace"] = outcome.trace.model_dump(mode="json")
+    typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
+
+
+@app.command()
+def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help="Questions JSONL."),
+        index_dir: Path = typer.Option(..., "--index", help="Index built by `preqrag index`."),
+        output: Path = typer.Option(..., "--output", "-o", help="LiveRAG answers JSONL (resumed if present)."),
+        config: Optional[Path] = ConfigOpt,
+        limit: Optional[int] = typer.Option(None, help="Answer only the first N questions.")):
+    """Answer a question file; re-running resumes and retries failed questions."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from .runner import run_questions, sidecar
+
+    pipeline = _pipeline(index_dir, _config(config))
+    with Progress(TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=err) as bar:
+        task = bar.add_task("answering", total=None)
+        summary = run_questions(pipeline, questions, output, limit=limit,
+                                on_progress=lambda d, t: bar.update(task, completed=d, total=t))
+    for e in summary.input_errors:
+        err.print(f"[yellow]skipped input line[/yellow] {e}")
+    err.print(f"{summary.answered} answered, {summary.failed} failed, {summary.skipped} already answered, "
+              f"{len(summary.input_errors)} bad input lines -> {output}"
+              + (f" (failures: {sidecar(output, 'failed')})" if summary.failed or summary.input_errors else ""))
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the index and answers "
+                                                "(a temporary directory by default)."),
+         config: Optional[Path] = ConfigOpt):
+    """Index the bundled 47-document corpus and answer its 5 questions with the default models."""
+    from .index import build_index
+    from .runner import run_questions
+
+    cfg = _config(config)
+    work = Path(workdir or tempfile.mkdtemp(prefix="preqrag-demo-"))
+    data = resources.files("preqrag") / "data"
+    with resources.as_file(data / "demo_corpus.jsonl.gz") as corpus, \
+            resources.as_file(data / "demo_questions.jsonl") as qfile:
+        idx = work / "index"
+        if not (idx / "manifest.json").exists():
+            err.print(f"indexing the demo corpus into {idx} ...")
+            build_index(corpus, idx, cfg, overwrite=True)
+        from .pipeline import Pipeline
+
+        pipeline = Pipeline.from_config(idx, cfg)
+        out = work / "answers.jsonl"
+        summary = run_questions(pipeline, qfile, out)
+    for line in out.read_text().splitlines():
+        rec = json.loads(line)
+        typer.echo(f"Q: {rec['question']}\nA: {rec['answer']}\n   docs: "
+                   f"{', '.join(d for p in rec['passages'] for d in p['doc_IDs'])}\n")
+    err.print(f"{summary.answered} answered, {summary.failed} failed; answers in {out}")
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+@app.command("config")
+def show_config(config: Optional[Path] = ConfigOpt):
+    """Print the configuration (defaults, or a file's values) as documented TOML."""
+    typer.echo(dump_config(_config(config)))
+
+
+def _register_optional():
+    # Commands that live with their stage: classifier training/prediction, evaluation.
+    for module in ("preqrag.classifiers.cli", "preqrag.evaluation.cli"):
+        try:
+            mod = __import__(module, fromlist=["register"])
+        except ImportError as e:  # pragma: no cover - only while a module is missing
+            print(f"preqrag: {module} unavailable: {e}", file=sys.stderr)
+            continue
+        mod.register(app)
+
+
+_register_optional()
+
+
+def main():  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,228 @@
+"""Build and open a preqrag index: passages + BM25 index + dense FAISS index + manifest.
+
+Layout of an index directory::
+
+    manifest.json      corpus hash, chunking/BM25/embedder settings, counts, phase timings
+    passages.parquet   id, doc_id, position, text (row i = passage i)
+    bm25/              bm25s index
+    dense.faiss        FAISS IndexFlatIP of unit-norm passage embeddings
+
+``build_index`` works in ``<index>.partial/`` and renames it to ``<index>`` only on
+success. Dense embeddings are checkpointed there in shards, so an interrupted build
+re-run with the same corpus and settings resumes encoding where it stopped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .chunking import Chunker
+from .config import PipelineConfig
+from .encoders import load_encoder
+from .io import atomic_write_text, iter_corpus
+from .records import Passage
+from .retrieval.bm25 import BM25Retriever, build_bm25
+from .retrieval.dense import DenseRetriever, build_faiss
+from .stages import Encoder
+
+MANIFEST_VERSION = 1
+SHARD = 2048  # passages per checkpointed embedding shard
+
+
+class IndexOpenError(ValueError):
+    """An index that cannot be opened as configured (missing files, other embedder ...)."""
+
+
+def file_sha256(path: str | Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _settings(cfg: PipelineConfig, encoder: Encoder, max_tokens: int) -> dict:
+    return {
+        "chunking": {"max_tokens": max_tokens, "overlap_tokens": cfg.chunking.overlap_tokens,
+                     "splitter": "semantic-text-splitter"},
+        "bm25": cfg.bm25.model_dump(),
+        "embedder": {"name": encoder.name, "dim": int(encoder.dim), "max_seq_length": int(encoder.max_seq_length),
+                     "passage_prefix": cfg.embedder.passage_prefix},
+    }
+
+
+def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, *,
+                overwrite: bool = False, dense: bool = True,
+                progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Index a corpus file.
+
+    Args:
+        corpus: JSONL / JSONL.gz / Parquet corpus (see :func:`preqrag.io.iter_corpus`).
+        index_dir: target directory; must not exist unless ``overwrite``.
+        cfg: configuration (chunking, bm25, embedder sections are used).
+        overwrite: replace an existing index (only after the new one is complete).
+        dense: build the dense index (False: BM25 only, e.g. for sparse baselines).
+        progress: optional callback ``(phase, done, total)``.
+
+    Returns:
+        The manifest dict (also written to ``manifest.json``), including per-phase wall
+        seconds in ``seconds`` and the peak resident memory in ``peak_rss_mb``.
+
+    Raises:
+        FileExistsError: ``index_dir`` exists and not ``overwrite``.
+        ValueError: a bad corpus line (names file, line and field) or an empty corpus.
+    """
+    corpus, index_dir = Path(corpus), Path(index_dir)
+    if index_dir.exists() and not overwrite:
+        raise FileExistsError(f"{index_dir} exists; pass overwrite=True (CLI: --overwrite) to replace it")
+    encoder = load_encoder(cfg.embedder)
+    max_tokens = min(cfg.chunking.max_tokens, encoder.max_seq_length - 2)  # room for [CLS]/[SEP]
+    seconds: dict[str, float] = {}
+    t0 = time.perf_counter()
+    corpus_hash = file_sha256(corpus)
+    settings = _settings(cfg, encoder, max_tokens)
+    settings["dense"] = dense
+    key = {"corpus_sha256": corpus_hash, **settings}
+
+    partial = index_dir.with_name(index_dir.name + ".partial")
+    state_path = partial / "partial.json"
+    if partial.exists():
+        try:
+            same = json.loads(state_path.read_text()) == key
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            shutil.rmtree(partial)
+    partial.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(state_path, json.dumps(key))
+    seconds["hash"] = time.perf_counter() - t0
+
+    # 1. corpus -> passages
+    t = time.perf_counter()
+    chunker = Chunker(encoder.tokenizer, max_tokens, cfg.chunking.overlap_tokens)
+    passages: list[Passage] = []
+    n_docs = 0
+    for doc_id, text, _meta in iter_corpus(corpus):
+        n_docs += 1
+        passages.extend(chunker.split(doc_id, text))
+        if progress and n_docs % 500 == 0:
+            progress("chunking", n_docs, 0)
+    if not passages:
+        raise ValueError(f"{corpus}: no passages (empty corpus?)")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"id": [p.id for p in passages], "doc_id": [p.doc_id for p in passages],
+                      "position": [p.position for p in passages], "text": [p.text for p in passages]})
+    pq.write_table(table, partial / "passages.parquet")
+    seconds["chunking"] = time.perf_counter() - t
+
+    # 2. sparse index
+    t = time.perf_counter()
+    texts = [p.text for p in passages]
+    if (partial / "bm25").exists():
+        shutil.rmtree(partial / "bm25")
+    build_bm25(texts, cfg.bm25, partial / "bm25")
+    seconds["bm25"] = time.perf_counter() - t
+
+    # 3. dense index, checkpointed in shards
+    if dense:
+        t = time.perf_counter()
+        shards = []
+        for start in range(0, len(texts), SHARD):
+            shard_path = partial / f"emb_{start // SHARD:05d}.npy"
+            if not shard_path.exists():
+                emb = encoder.encode(texts[start:start + SHARD], is_query=False, batch_size=cfg.embedder.batch_size)
+                tmp = shard_path.with_suffix(".tmp.npy")
+                np.save(tmp, emb)
+                os.replace(tmp, shard_path)
+            shards.append(shard_path)
+            if progress:
+                progress("encoding", min(start + SHARD, len(texts)), len(texts))
+        embeddings = np.concatenate([np.load(s) for s in shards])
+        build_faiss(embeddings, partial / "dense.faiss")
+        for s in shards:
+            s.unlink()
+        seconds["dense"] = time.perf_counter() - t
+
+    seconds["total"] = time.perf_counter() - t0
+    manifest = {
+        "version": MANIFEST_VERSION,
+        "corpus": {"path": str(corpus), "sha256": corpus_hash, "n_documents": n_docs},
+        "n_passages": len(passages),
+        **settings,
+        "seconds": {k: round(v, 3) for k, v in seconds.items()},
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+    state_path.unlink()
+    atomic_write_text(partial / "manifest.json", json.dumps(manifest, indent=2))
+    if index_dir.exists():
+        old = index_dir.with_name(index_dir.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(index_dir, old)
+        os.replace(partial, index_dir)
+        shutil.rmtree(old)
+    else:
+        os.replace(partial, index_dir)
+    manifest["size_bytes"] = sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file())
+    return manifest
+
+
+@dataclass
+class Index:
+    """An opened index: passages and the retrievers over them.
+
+    Use :meth:`open`; ``dense`` is ``None`` for a BM25-only index.
+    """
+
+    path: Path
+    manifest: dict
+    passages: dict[str, Passage]
+    passage_ids: list[str]
+    sparse: BM25Retriever
+    dense: DenseRetriever | None
+    encoder: Encoder | None
+
+    @classmethod
+    def open(cls, index_dir: str | Path, cfg: PipelineConfig) -> "Index":
+        """Open ``index_dir`` for the configuration ``cfg``.
+
+        Raises:
+            IndexOpenError: not an index, or built with another embedder / BM25 settings than
+                ``cfg`` names (retrieval would silently compare incompatible vectors).
+        """
+        index_dir = Path(index_dir)
+        mpath = index_dir / "manifest.json"
+        if not mpath.exists():
+            raise IndexOpenError(f"{index_dir}: not a preqrag index (no manifest.json); build it with `preqrag index`")
+        manifest = json.loads(mpath.read_text())
+        built = manifest["embedder"]["name"]
+        if manifest.get("dense", True) and built != cfg.embedder.name:
+            raise IndexOpenError(
+                f"{index_dir} was built with embedder {built!r} but the configuration asks for "
+                f"{cfg.embedder.name!r}; set [embedder] name = \"{built}\" or rebuild the index")
+        if manifest["bm25"] != cfg.bm25.model_dump():
+            raise IndexOpenError(f"{index_dir}: BM25 settings differ from the configuration "
+                              f"(index: {manifest['bm25']}, config: {cfg.bm25.model_dump()})")
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(index_dir / "passages.parquet").to_pydict()
+        ids = table["id"]
+        passages = {pid: Passage(id=pid, doc_id=d, position=pos, text=txt)
+                    for pid, d, pos, txt in zip(ids, table["doc_id"], table["position"], table["text"])}
+        sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25)
+        encoder = dense = None
+        if manifest.get("dense", True):
+            encoder = load_encoder(cfg.embedder)
+            dense = DenseRetriever(index_dir / "dense.faiss", ids, encoder, cfg.embedder.batch_size)
+        return cls(index_dir, manifest, passages, ids, sparse, dense, encoder)

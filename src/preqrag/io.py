@@ -1,0 +1,193 @@
+"""Reading questions and corpora, writing results safely.
+
+* Questions: JSONL, one ``{"id", "question", ...}`` per line. A bad line yields an
+  :class:`InputError` naming file, line and field, and the other lines are still read.
+* Corpora: JSONL / JSONL.gz (``{"id", "text", ...}``) or Parquet with FineWeb's columns.
+* Writes: :func:`atomic_write_text` (temp file + ``os.replace``) and
+  :func:`append_jsonl` (one ``write`` + flush + fsync per record, so a crash leaves at
+  most one torn last line, which :func:`read_jsonl_tolerant` drops).
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .records import Question
+
+
+@dataclass(frozen=True)
+class InputError:
+    """A rejected input line: ``file:line: field: message``."""
+
+    file: str
+    line: int
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: {self.field}: {self.message}"
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def read_questions(path: str | Path) -> tuple[list[Question], list[InputError]]:
+    """Read a question file, keeping every valid line.
+
+    Args:
+        path: JSONL(.gz); each line an object with ``id`` (str or int) and a non-empty
+            ``question``; other fields go to ``Question.extra``.
+
+    Returns:
+        ``(questions, errors)``: the valid questions in file order, and one InputError per
+        rejected line (invalid JSON, not an object, missing/empty ``id`` or ``question``,
+        duplicate ``id``). Blank lines are skipped.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+    """
+    path = Path(path)
+    questions: list[Question] = []
+    errors: list[InputError] = []
+    seen: set[str] = set()
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                errors.append(InputError(str(path), lineno, "<line>", f"invalid JSON: {e.msg}"))
+                continue
+            if not isinstance(obj, dict):
+                errors.append(InputError(str(path), lineno, "<line>", "not a JSON object"))
+                continue
+            qid = obj.get("id")
+            if qid is None or isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
+                errors.append(InputError(str(path), lineno, "id", "missing or not a string/integer"))
+                continue
+            text = obj.get("question")
+            if not isinstance(text, str) or not text.strip():
+                errors.append(InputError(str(path), lineno, "question", "missing or empty"))
+                continue
+            if str(qid) in seen:
+                errors.append(InputError(str(path), lineno, "id", f"duplicate id {qid!r}"))
+                continue
+            seen.add(str(qid))
+            extra = {k: v for k, v in obj.items() if k not in ("id", "question")}
+            questions.append(Question(id=qid, question=text.strip(), extra=extra))
+    return questions, errors
+
+
+def iter_corpus(path: str | Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """Yield ``(doc_id, text, metadata)`` for every document of a corpus file.
+
+    Args:
+        path: ``.jsonl``, ``.jsonl.gz`` (objects with ``id`` and ``text``) or ``.parquet``
+            (FineWeb columns ``id``, ``text``; other columns become metadata).
+
+    Raises:
+        ValueError: a line/row without a string ``id`` or ``text``, naming file, line and field.
+        FileNotFoundError: missing file.
+    """
+    path = Path(path)
+    if path.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+        for name in ("id", "text"):
+            if name not in table.column_names:
+                raise ValueError(f"{path}: column {name!r} missing (FineWeb columns are 'id', 'text')")
+        for rowno, row in enumerate(table.to_pylist(), 1):
+            doc_id, text = row.pop("id"), row.pop("text")
+            if not isinstance(doc_id, str) or not isinstance(text, str):
+                raise ValueError(f"{path}: row {rowno}: id/text must be strings")
+            yield doc_id, text, row
+        return
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: <line>: invalid JSON: {e.msg}") from e
+            for name in ("id", "text"):
+                if not isinstance(obj.get(name), str):
+                    raise ValueError(f"{path}:{lineno}: {name}: missing or not a string")
+            doc_id, text = obj.pop("id"), obj.pop("text")
+            yield doc_id, text, obj
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def append_jsonl(path: str | Path, records: list[dict]) -> None:
+    """Append records as JSON lines with a single write, then flush and fsync."""
+    if not records:
+        return
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
+def read_jsonl_tolerant(path: str | Path, repair: bool = False) -> list[dict]:
+    """Read a JSONL file written by :func:`append_jsonl`, dropping torn or invalid lines.
+
+    Args:
+        path: the file; a missing file reads as ``[]``.
+        repair: when invalid lines were found, rewrite the file atomically without them
+            (used before resuming, so that new appends do not follow a torn line).
+
+    Returns:
+        The valid JSON objects in file order.
+    """
+    path = Path(path)
+    if not path.exists():
+        return []
+    good: list[dict] = []
+    good_lines: list[str] = []
+    bad = 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for line in fh:
+            if not line.endswith("\n"):
+                bad += 1
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                bad += 1
+                continue
+            if isinstance(obj, dict):
+                good.append(obj)
+                good_lines.append(line)
+            else:
+                bad += 1
+    if bad and repair:
+        atomic_write_text(path, "".join(good_lines))
+    return good

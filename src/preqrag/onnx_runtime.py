@@ -1,0 +1,61 @@
+"""Shared onnxruntime + tokenizers plumbing for BERT-style ONNX models (embedder, cross-encoder)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+
+def load_session_and_tokenizer(model_dir: str | Path, max_length: int):
+    """Open ``model_dir/model.onnx`` and ``model_dir/tokenizer.json``.
+
+    The tokenizer truncates to ``max_length`` tokens (special tokens included) and pads
+    to the longest sequence of a batch.
+
+    Raises:
+        ImportError: onnxruntime/tokenizers missing, with the pip command.
+        FileNotFoundError: a file is missing.
+    """
+    try:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+    except ImportError as e:  # pragma: no cover
+        raise ImportError('ONNX models need: pip install onnxruntime tokenizers') from e
+    model_dir = Path(model_dir)
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = os.cpu_count() or 1
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    session = ort.InferenceSession(str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+    return session, tokenizer
+
+
+def model_max_length(model_dir: str | Path, default: int = 512) -> int:
+    """``max_length`` from ``vectrix_config.json``/``tokenizer_config.json``, else ``default``."""
+    for name, key in (("vectrix_config.json", "max_length"), ("tokenizer_config.json", "model_max_length")):
+        p = Path(model_dir) / name
+        if p.exists():
+            value = json.loads(p.read_text()).get(key)
+            if isinstance(value, int) and value < 100_000:
+                return value
+    return default
+
+
+def run_batch(session, encodings) -> np.ndarray:
+    """Run one padded batch of ``tokenizers.Encoding`` through the session; first output."""
+    ids = np.array([e.ids for e in encodings], dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64)}
+    if any(i.name == "token_type_ids" for i in session.get_inputs()):
+        feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
+    return session.run(None, feeds)[0]
+
+
+def length_sorted_batches(lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Index batches in decreasing length order, so each batch pads little."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]

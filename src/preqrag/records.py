@@ -1,0 +1,177 @@
+"""Typed, serialisable records exchanged between pipeline stages.
+
+Every stage of the pipeline returns one of these pydantic models, so a run can be
+inspected, cached (``model_dump_json``) and resumed (``model_validate_json``).
+
+The answer format is the LiveRAG Challenge interchange format (SIGIR 2025 LiveRAG;
+see ``shared/papers/README.md``): one JSON object per question with ``id``,
+``question``, ``passages`` [{``passage``, ``doc_IDs``}], ``final_prompt`` and ``answer``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+QuestionType = Literal["single", "multi"]
+"""Question class of PreQRAG §2.1: answerable from one document, or needing several."""
+
+
+class Passage(BaseModel):
+    """A chunk of one document, the unit that is indexed, retrieved and reranked.
+
+    Attributes:
+        id: passage id, ``"{doc_id}#{position}"``.
+        doc_id: id of the source document (a FineWeb ``<urn:uuid:...>`` for LiveRAG).
+        position: 0-based index of the passage inside its document.
+        text: passage text (at most ``chunking.max_tokens`` embedder tokens).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    doc_id: str
+    position: int = Field(ge=0)
+    text: str
+
+
+class Question(BaseModel):
+    """An input question.
+
+    ``id`` is kept with its original JSON type (LiveRAG uses integers, DataMorgana
+    files use strings). Any other field of the input line (``answer``, ``gold_doc_ids``,
+    DataMorgana categories ...) is kept in ``extra`` for evaluation.
+    """
+
+    id: str | int
+    question: str = Field(min_length=1)
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """``str(id)``: the key used for resume and joins (``1`` and ``"1"`` are the same)."""
+        return str(self.id)
+
+
+class Classification(BaseModel):
+    """Output of a question classifier (PreQRAG §2.1).
+
+    Attributes:
+        question_type: ``"single"`` or ``"multi"``.
+        classifier: name of the classifier that decided.
+        score: probability of ``"multi"`` when the classifier has one, else ``None``.
+        fallback: set when the classifier could not decide and used its fallback
+            (e.g. an unparsable LLM reply); names the reason.
+    """
+
+    question_type: QuestionType
+    classifier: str
+    score: float | None = None
+    fallback: str | None = None
+
+
+class SubQuery(BaseModel):
+    """One retrieval unit: the text given to BM25 and the text given to dense retrieval.
+
+    For a single-document question there is one SubQuery holding the sparse- and the
+    dense-optimised rewrites (PreQRAG §2.2.1); for a multi-document question there is
+    one per sub-question (§2.2.2), with ``sparse == dense == sub-question``.
+    """
+
+    text: str
+    sparse: str
+    dense: str
+
+
+class QueryPlan(BaseModel):
+    """Output of a rewriter: what to retrieve for one question.
+
+    Attributes:
+        question_type: the class the plan was made for.
+        rewriter: name of the rewriter.
+        sub_queries: one or more SubQuery (1 for single-doc, ``n`` sub-questions for multi-doc).
+        fallbacks: one entry per LLM output that was rejected, e.g. ``"sparse: empty"``,
+            ``"decompose: unparsable"``; the original question was used in its place.
+        llm_outputs: raw LLM replies, for inspection.
+    """
+
+    question_type: QuestionType
+    rewriter: str
+    sub_queries: list[SubQuery] = Field(min_length=1)
+    fallbacks: list[str] = Field(default_factory=list)
+    llm_outputs: dict[str, str] = Field(default_factory=dict)
+
+
+class Ranking(BaseModel):
+    """A ranked list of passage ids with their scores, best first (like ``bm25s.Results``).
+
+    ``len(ids) == len(scores)``; scores are comparable only within one ranking.
+    """
+
+    ids: list[str] = Field(default_factory=list)
+    scores: list[float] = Field(default_factory=list)
+
+    def top(self, k: int) -> "Ranking":
+        """The first ``k`` entries (a new Ranking)."""
+        return Ranking(ids=self.ids[:k], scores=self.scores[:k])
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+class Trace(BaseModel):
+    """Per-question record of what every stage did (written to ``*.traces.jsonl``).
+
+    Attributes:
+        id: question id.
+        classification: classifier output.
+        plan: rewriter output.
+        rankings: stage name (``sparse``, ``dense``, ``merged``, ``reranked``) → one
+            Ranking per sub-query; ``final`` → a single-element list with the ranking
+            whose head is given to the generator.
+        context_ids: passage ids put in the prompt, in prompt order.
+        seconds: stage name → wall seconds spent on this question.
+        fallbacks: every fallback taken, across stages.
+    """
+
+    id: str | int
+    classification: Classification
+    plan: QueryPlan
+    rankings: dict[str, list[Ranking]] = Field(default_factory=dict)
+    context_ids: list[str] = Field(default_factory=list)
+    seconds: dict[str, float] = Field(default_factory=dict)
+    fallbacks: list[str] = Field(default_factory=list)
+
+
+class LiveRAGPassage(BaseModel):
+    """One supporting passage of a LiveRAG answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    passage: str
+    doc_IDs: list[str] = Field(min_length=1)
+
+
+class LiveRAGAnswer(BaseModel):
+    """One line of a LiveRAG answer file; ``extra="forbid"`` mirrors the challenge schema.
+
+    ``passages`` are ordered by importance (the order they were given to the LLM).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str | int
+    question: str
+    passages: list[LiveRAGPassage]
+    final_prompt: str
+    answer: str
+
+
+class Failure(BaseModel):
+    """A question that could not be answered; written to ``*.failed.jsonl``."""
+
+    id: str | int
+    question: str
+    error: str
+    stage: str | None = None

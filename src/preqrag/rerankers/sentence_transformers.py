@@ -1,0 +1,31 @@
+"""sentence-transformers CrossEncoder backend (any hub cross-encoder, e.g. bge-reranker-v2-m3)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class STCrossEncoder:
+    """Scores pairs with ``sentence_transformers.CrossEncoder.predict`` on CPU.
+
+    Returns ``float32`` scores of shape ``(len(pairs),)``.
+    """
+
+    def __init__(self, location: str, name: str, max_length: int = 512, batch_size: int = 16):
+        self.location = str(location)
+        self.name = name
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self._model = None
+
+    def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        if self._model is None:
+            try:
+                from sentence_transformers import CrossEncoder
+            except ImportError as e:  # pragma: no cover
+                raise ImportError('sentence-transformers cross-encoders need: pip install "preqrag[local]"') from e
+            self._model = CrossEncoder(self.location, max_length=self.max_length, device="cpu")
+        scores = self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
+        return np.asarray(scores, dtype=np.float32).reshape(len(pairs))

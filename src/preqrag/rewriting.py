@@ -1,0 +1,204 @@
+"""Question rewriting and decomposition (PreQRAG §2.2).
+
+* Single-document question → two LLM rewrites: a web-search-style query for BM25 and a
+  premise-free, focused question for dense retrieval (§2.2.1).
+* Multi-document question → LLM decomposition into sub-questions (§2.2.2; two in the
+  paper, or an adaptive number).
+
+LLM output is untrusted. Each reply is parsed strictly and rejected — the original
+question is used in its place and a fallback recorded in the QueryPlan — when it is empty,
+unparsable, much longer than the question, or when the call fails.
+
+The paper does not publish its rewriting prompts; the prompts below follow its
+descriptions and use its own examples (§2.2.1, §2.2.2) as one-shot demonstrations.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from .config import RewriterConfig
+from .records import QueryPlan, QuestionType, SubQuery
+from .stages import LLM, LLMError
+
+SPARSE_PROMPT = """Rewrite the question as a short web search query for a keyword search engine.
+Fix spelling mistakes, keep the important keywords, drop filler words.
+Return only the query, on one line.
+
+Question: I'm developing new methods for protein analysis and wondering what specific technological improvements are being made to HDX methodology for complex protein systems?
+Query: Recent technological advancements in HDX methodology for complex protein systems
+
+Question: {question}
+Query:"""
+
+DENSE_PROMPT = """Rewrite the question as one concise, self-contained question.
+Fix spelling mistakes, remove personal premises and unnecessary context, and keep every key term.
+Return only the rewritten question, on one line.
+
+Question: I'm developing new methods for protein analysis and wondering what specific technological improvements are being made to HDX methodology for complex protein systems?
+Rewritten: What specific technological improvements are being made to HDX methodology for complex protein systems?
+
+Question: {question}
+Rewritten:"""
+
+DECOMPOSE_PROMPT = """Split the question into exactly {n} simple sub-questions, each answerable from a single document.
+Return only the sub-questions, one per line, numbered 1. to {n}.
+
+Question: How does Azure Firewall enable network segmentation, and what are the security compliance aspects of integrating it with Azure Key Vault Managed HSM?
+1. How does Azure Firewall enable network segmentation?
+2. What are the security compliance aspects of integrating Azure Key Vault Managed HSM with Azure Firewall?
+
+Question: {question}
+"""
+
+_PREFIX = re.compile(r"^\s*(?:query|rewritten(?: question)?|search query|question|answer)\s*:\s*", re.I)
+_NUMBERED = re.compile(r"^\s*(?:sub-?question\s*)?(\d+)\s*[.):-]\s*(.+?)\s*$", re.I)
+
+
+def _clean_line(text: str) -> str:
+    text = _PREFIX.sub("", text.strip())
+    return text.strip().strip('"\'“”`* ').strip()
+
+
+def parse_rewrite(reply: str, question: str, max_length_ratio: float) -> tuple[str | None, str | None]:
+    """Parse a one-line rewrite.
+
+    Returns:
+        ``(rewrite, None)`` when accepted, or ``(None, reason)`` with reason one of
+        ``empty``, ``unparsable`` (no letters), ``too long`` (more words than
+        ``max(30, max_length_ratio * words(question))``).
+    """
+    lines = [_clean_line(line) for line in reply.splitlines()]
+    lines = [line for line in lines if line]
+    if not lines:
+        return None, "empty"
+    rewrite = lines[0]
+    if not re.search(r"[A-Za-z0-9]", rewrite):
+        return None, "unparsable"
+    limit = max(30, max_length_ratio * len(question.split()))
+    if len(rewrite.split()) > limit:
+        return None, "too long"
+    return rewrite, None
+
+
+def parse_sub_questions(reply: str, question: str, n: int, max_length_ratio: float) -> tuple[list[str] | None, str | None]:
+    """Parse a numbered list of sub-questions.
+
+    Accepts lines ``1. ...``, ``2) ...``, ``Sub-question 1: ...``; requires at least two
+    distinct numbered items, keeps the first ``n``. Each item must pass the same length
+    check as :func:`parse_rewrite`.
+
+    Returns:
+        ``(sub_questions, None)`` or ``(None, reason)``: ``empty``, ``unparsable`` (fewer
+        than two numbered items), ``too long``.
+    """
+    if not reply.strip():
+        return None, "empty"
+    items: list[str] = []
+    for line in reply.splitlines():
+        m = _NUMBERED.match(line)
+        if m:
+            text = _clean_line(m.group(2))
+            if text and re.search(r"[A-Za-z]", text) and text.lower() not in {i.lower() for i in items}:
+                items.append(text)
+    if len(items) < 2:
+        return None, "unparsable"
+    items = items[:n]
+    limit = max(30, max_length_ratio * len(question.split()))
+    if any(len(i.split()) > limit for i in items):
+        return None, "too long"
+    return items, None
+
+
+class PreQRAGRewriter:
+    """The PreQRAG rewriter: 2 rewrites for single-doc, decomposition for multi-doc questions.
+
+    Args:
+        llm_factory: returns the LLM (called lazily, once).
+        cfg: ``n_sub_questions`` (2, paper §2.2.2, or ``"adaptive"``: see
+            ``preqrag.classifiers.subquestions.estimate_n_sub_questions``),
+            ``max_length_ratio``, ``max_new_tokens``.
+    """
+
+    name = "preqrag"
+
+    def __init__(self, llm_factory: Callable[[], LLM], cfg: RewriterConfig):
+        self.llm_factory = llm_factory
+        self.cfg = cfg
+        self._llm: LLM | None = None
+
+    def _n_sub(self, question: str) -> int:
+        if self.cfg.n_sub_questions == "adaptive":
+            from .classifiers.subquestions import estimate_n_sub_questions
+
+            return estimate_n_sub_questions(question)
+        return int(self.cfg.n_sub_questions)
+
+    def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]:
+        """One QueryPlan per question; LLM calls of the whole batch go out together.
+
+        Never raises for LLM trouble: a failed call (LLMError) is a fallback like junk output.
+        """
+        if self._llm is None:
+            self._llm = self.llm_factory()
+        requests: list[list[dict]] = []
+        slots: list[tuple[int, str]] = []
+        n_subs: dict[int, int] = {}
+        for i, (q, t) in enumerate(zip(questions, types)):
+            if t == "single":
+                for kind, prompt in (("sparse", SPARSE_PROMPT), ("dense", DENSE_PROMPT)):
+                    requests.append([{"role": "user", "content": prompt.format(question=q)}])
+                    slots.append((i, kind))
+            else:
+                n_subs[i] = self._n_sub(q)
+                requests.append([{"role": "user", "content": DECOMPOSE_PROMPT.format(question=q, n=n_subs[i])}])
+                slots.append((i, "decompose"))
+        replies = self._llm.chat_many(requests, max_tokens=self.cfg.max_new_tokens, temperature=0.0) if requests else []
+        by_q: dict[int, dict[str, str | LLMError]] = {}
+        for (i, kind), reply in zip(slots, replies):
+            by_q.setdefault(i, {})[kind] = reply
+
+        plans = []
+        for i, (q, t) in enumerate(zip(questions, types)):
+            fallbacks: list[str] = []
+            raw: dict[str, str] = {}
+            got = by_q.get(i, {})
+            if t == "single":
+                texts = {}
+                for kind in ("sparse", "dense"):
+                    reply = got.get(kind)
+                    if isinstance(reply, LLMError) or reply is None:
+                        fallbacks.append(f"{kind}: llm error: {reply}")
+                        texts[kind] = q
+                        continue
+                    raw[kind] = reply
+                    text, reason = parse_rewrite(reply, q, self.cfg.max_length_ratio)
+                    if text is None:
+                        fallbacks.append(f"{kind}: {reason}")
+                    texts[kind] = text or q
+                subs = [SubQuery(text=q, sparse=texts["sparse"], dense=texts["dense"])]
+            else:
+                reply = got.get("decompose")
+                items = None
+                if isinstance(reply, LLMError) or reply is None:
+                    fallbacks.append(f"decompose: llm error: {reply}")
+                else:
+                    raw["decompose"] = reply
+                    items, reason = parse_sub_questions(reply, q, n_subs[i], self.cfg.max_length_ratio)
+                    if items is None:
+                        fallbacks.append(f"decompose: {reason}")
+                subs = [SubQuery(text=s, sparse=s, dense=s) for s in (items or [q])]
+            plans.append(QueryPlan(question_type=t, rewriter=self.name, sub_queries=subs,
+                                   fallbacks=fallbacks, llm_outputs=raw))
+        return plans
+
+
+class IdentityRewriter:
+    """No rewriting: the original question is the sparse and the dense query (baseline)."""
+
+    name = "none"
+
+    def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]:
+        return [QueryPlan(question_type=t, rewriter=self.name, sub_queries=[SubQuery(text=q, sparse=q, dense=q)])
+                for q, t in zip(questions, types)]

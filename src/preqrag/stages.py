@@ -1,0 +1,109 @@
+"""One small protocol per pipeline stage.
+
+Implementations are interchangeable and chosen by configuration (see ``preqrag.factory``).
+Each follows the Haystack 2.x convention: ``__init__`` stores configuration only (cheap,
+no model loading); the work (and lazy model loading) happens in the methods below.
+All batch methods take and return lists of equal length, in input order.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .records import Classification, QueryPlan, QuestionType, Ranking
+
+
+class LLMError(RuntimeError):
+    """An LLM call failed (connection, timeout, server error) after its retries."""
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat LLM. ``messages`` are OpenAI-style ``[{"role", "content"}]``."""
+
+    name: str
+
+    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0) -> str:
+        """Return the assistant reply text. Raises LLMError on failure."""
+        ...
+
+    def chat_many(
+        self, requests: list[list[dict]], *, max_tokens: int, temperature: float = 0.0
+    ) -> list[str | LLMError]:
+        """Answer many conversations (concurrently where the backend allows).
+
+        A failed request yields its LLMError in place of the text; the others are unaffected.
+        """
+        ...
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Single- vs multi-document question classifier (PreQRAG §2.1)."""
+
+    name: str
+
+    def classify(self, questions: list[str]) -> list[Classification]: ...
+
+
+@runtime_checkable
+class Rewriter(Protocol):
+    """Turns a classified question into a QueryPlan (PreQRAG §2.2)."""
+
+    name: str
+
+    def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]: ...
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Text → L2-normalised embeddings, ``float32`` array of shape ``(n, dim)``."""
+
+    name: str
+    dim: int
+    max_seq_length: int
+
+    def encode(self, texts: list[str], *, is_query: bool, batch_size: int = 32,
+               show_progress: bool = False) -> np.ndarray: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """Top-k passage retrieval for a batch of queries."""
+
+    name: str
+
+    def search(self, queries: list[str], k: int) -> list[Ranking]: ...
+
+
+@runtime_checkable
+class Fusion(Protocol):
+    """Merges several rankings of the same query into one."""
+
+    name: str
+
+    def fuse(self, rankings: list[Ranking]) -> Ranking: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Cross-encoder relevance scores for (query, passage) pairs; higher is more relevant."""
+
+    name: str
+
+    def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        """Return ``float32`` scores of shape ``(len(pairs),)``."""
+        ...
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Writes the grounded answer; returns ``(final_prompt, answer)`` per question."""
+
+    name: str
+
+    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[tuple[str, str | LLMError]]: ...
