@@ -81,3 +81,72 @@ def llama_server():
             proc.wait(timeout=15)
         log.close()
         os.unlink(log.name)
+
+
+# ---------------------------------------------------------------- real small data + index
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "liverag-bench")
+SMOKE_QUESTIONS = os.path.join(BENCH, "smoke.jsonl")
+SMOKE_CORPUS = os.path.join(BENCH, "smoke_corpus.jsonl.gz")
+
+
+def _smoke_subset(n_single: int, n_multi: int, n_other: int):
+    """(questions, docs): the first smoke questions of each type, their gold documents and
+    ``n_other`` further smoke-corpus documents (fixed choice: corpus order)."""
+    import gzip
+    import json
+
+    if not os.path.exists(SMOKE_QUESTIONS):
+        pytest.skip(f"{SMOKE_QUESTIONS} not found (shared/liverag-bench beside the repo)")
+    qs = [json.loads(line) for line in open(SMOKE_QUESTIONS, encoding="utf-8")]
+    chosen = [q for q in qs if q["n_gold"] == 1][:n_single] + [q for q in qs if q["n_gold"] == 2][:n_multi]
+    gold = {g for q in chosen for g in q["gold_doc_ids"]}
+    docs = []
+    others = 0
+    with gzip.open(SMOKE_CORPUS, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            if d["id"] in gold:
+                docs.append(d)
+            elif others < n_other:
+                docs.append(d)
+                others += 1
+    return chosen, docs
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory):
+    """A real corpus file: gold docs of 3 single + 3 multi smoke questions plus 12 others.
+
+    Returns ``(corpus_path, questions_path, questions)``.
+    """
+    import json
+
+    questions, docs = _smoke_subset(3, 3, 12)
+    d = tmp_path_factory.mktemp("small_corpus")
+    corpus = d / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(x) + "\n" for x in docs), encoding="utf-8")
+    qpath = d / "questions.jsonl"
+    qpath.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
+    return corpus, qpath, questions
+
+
+TEST_OVERRIDES = {"reranker": {"depth": 8}, "run": {"batch_size": 3}, "generator": {"max_new_tokens": 48},
+                  "rewriter": {"max_new_tokens": 48}}
+"""Test settings: the default models, with less reranking/decoding to keep the suite fast."""
+
+
+@pytest.fixture(scope="session")
+def test_config():
+    from preqrag.config import load_config
+
+    return load_config(None, TEST_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def small_index(small_corpus, test_config, tmp_path_factory):
+    """The small corpus indexed with the default embedder (built once per session)."""
+    from preqrag.index import build_index
+
+    out = tmp_path_factory.mktemp("idx") / "index"
+    build_index(small_corpus[0], out, test_config)
+    return out

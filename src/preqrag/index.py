@@ -51,6 +51,13 @@ def file_sha256(path: str | Path) -> str:
     return h.hexdigest()
 
 
+def _save_shard(path: Path, embeddings: np.ndarray) -> None:
+    """Write one embedding shard atomically (temp file + rename)."""
+    tmp = path.with_suffix(".tmp.npy")
+    np.save(tmp, embeddings)
+    os.replace(tmp, path)
+
+
 def _settings(cfg: PipelineConfig, encoder: Encoder, max_tokens: int) -> dict:
     return {
         "chunking": {"max_tokens": max_tokens, "overlap_tokens": cfg.chunking.overlap_tokens,
@@ -143,9 +150,7 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
             shard_path = partial / f"emb_{start // SHARD:05d}.npy"
             if not shard_path.exists():
                 emb = encoder.encode(texts[start:start + SHARD], is_query=False, batch_size=cfg.embedder.batch_size)
-                tmp = shard_path.with_suffix(".tmp.npy")
-                np.save(tmp, emb)
-                os.replace(tmp, shard_path)
+                _save_shard(shard_path, emb)
             shards.append(shard_path)
             if progress:
                 progress("encoding", min(start + SHARD, len(texts)), len(texts))

@@ -56,6 +56,18 @@ _PREFIX = re.compile(r"^\s*(?:query|rewritten(?: question)?|search query|questio
 _NUMBERED = re.compile(r"^\s*(?:sub-?question\s*)?(\d+)\s*[.):-]\s*(.+?)\s*$", re.I)
 
 
+def _content_words(text: str) -> set[str]:
+    from bm25s.stopwords import STOPWORDS_EN
+
+    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOPWORDS_EN}
+
+
+def _unrelated(candidate: str, question: str) -> bool:
+    """True when ``candidate`` shares no content word with ``question`` (e.g. a small model
+    copying the prompt's demonstration instead of rewriting the question)."""
+    return not (_content_words(candidate) & _content_words(question))
+
+
 def _clean_line(text: str) -> str:
     text = _PREFIX.sub("", text.strip())
     return text.strip().strip('"\'“”`* ').strip()
@@ -67,7 +79,8 @@ def parse_rewrite(reply: str, question: str, max_length_ratio: float) -> tuple[s
     Returns:
         ``(rewrite, None)`` when accepted, or ``(None, reason)`` with reason one of
         ``empty``, ``unparsable`` (no letters), ``too long`` (more words than
-        ``max(30, max_length_ratio * words(question))``).
+        ``max(30, max_length_ratio * words(question))``), ``unrelated`` (no content word in
+        common with the question).
     """
     lines = [_clean_line(line) for line in reply.splitlines()]
     lines = [line for line in lines if line]
@@ -79,6 +92,8 @@ def parse_rewrite(reply: str, question: str, max_length_ratio: float) -> tuple[s
     limit = max(30, max_length_ratio * len(question.split()))
     if len(rewrite.split()) > limit:
         return None, "too long"
+    if _unrelated(rewrite, question):
+        return None, "unrelated"
     return rewrite, None
 
 
@@ -87,11 +102,11 @@ def parse_sub_questions(reply: str, question: str, n: int, max_length_ratio: flo
 
     Accepts lines ``1. ...``, ``2) ...``, ``Sub-question 1: ...``; requires at least two
     distinct numbered items, keeps the first ``n``. Each item must pass the same length
-    check as :func:`parse_rewrite`.
+    and relatedness checks as :func:`parse_rewrite`.
 
     Returns:
         ``(sub_questions, None)`` or ``(None, reason)``: ``empty``, ``unparsable`` (fewer
-        than two numbered items), ``too long``.
+        than two numbered items), ``too long``, ``unrelated``.
     """
     if not reply.strip():
         return None, "empty"
@@ -108,6 +123,8 @@ def parse_sub_questions(reply: str, question: str, n: int, max_length_ratio: flo
     limit = max(30, max_length_ratio * len(question.split()))
     if any(len(i.split()) > limit for i in items):
         return None, "too long"
+    if any(_unrelated(i, question) for i in items):
+        return None, "unrelated"
     return items, None
 
 

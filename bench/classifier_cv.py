@@ -1,0 +1,288 @@
+"""Cross-validated comparison of single/multi-document question classifiers (issue 4).
+
+Usage (from the repository root; ~15 min on 2 CPU cores, the LLM part ~3 min of it)::
+
+    PYTHONPATH=src python bench/classifier_cv.py [--questions /work/shared/liverag-bench/dev.jsonl]
+        [--llm-sample 200] [--no-llm] [--only NAME ...]
+
+Protocol:
+
+* 5 folds, stratified by label and grouped by gold documents (questions sharing a gold
+  document never sit on both sides), seed 0: the SAME folds for every candidate.
+* Learned candidates: fitted on 4 folds; their decision threshold is tuned for balanced
+  accuracy by an inner 5-fold cross-validation on those 4 folds only
+  (``TunedThresholdClassifierCV``), then applied to the held-out fold.
+* The published rules have no parameters; "rules OR/AND learned" combine the held-out
+  predictions.
+* The LLM classifier (SmolLM2-135M-Instruct here, not the paper's Falcon3-10B) runs on a
+  fixed stratified sample (default 200 questions, 100 per class, seed 0) only; the other
+  classifiers are reported on the same sample for comparison.
+* Speed of the shipped model (``src/preqrag/data/classifier.json``) and of the rules, via
+  ``bench/classifier_speed.py``.
+
+Writes ``docs/bench/classifier.json`` and ``docs/bench/classifier.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from classifier_speed import measure  # noqa: E402
+
+from preqrag.classifiers import CombinedClassifier, LearnedClassifier, LLMClassifier, RulesClassifier  # noqa: E402
+from preqrag.classifiers.model import BUNDLED_MODEL, QuestionTypeModel  # noqa: E402
+from preqrag.classifiers.train import (  # noqa: E402
+    CANDIDATES, CHOSEN, SentenceEmbeddingFeatures, cross_validate, data_fingerprint, load_labelled, make_splits,
+)
+from preqrag.io import atomic_write_text  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = 0.90
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def metrics(y: np.ndarray, pred: np.ndarray) -> dict:
+    """Accuracy on gold-single, gold-multi, overall and balanced (mean of the two)."""
+    s = float((pred[y == 0] == 0).mean()) if (y == 0).any() else float("nan")
+    m = float((pred[y == 1] == 1).mean()) if (y == 1).any() else float("nan")
+    return {"single": round(s, 4), "multi": round(m, 4), "overall": round(float((pred == y).mean()), 4),
+            "balanced": round((s + m) / 2, 4), "n_single": int((y == 0).sum()), "n_multi": int((y == 1).sum())}
+
+
+def by_field(questions, y: np.ndarray, pred: np.ndarray, field: str) -> dict:
+    """Accuracy per value of a DataMorgana category (``answer_type``, ``phrasing``, ``premise``)."""
+    values = np.asarray([str(q.extra.get(field)) for q in questions], dtype=object)
+    out = {}
+    for v in sorted(set(values)):
+        mask = values == v
+        r = metrics(y[mask], pred[mask])
+        out[v] = {"n": int(mask.sum()), "accuracy": r["overall"], **{k: r[k] for k in ("single", "multi", "n_single", "n_multi")}}
+    return out
+
+
+def machine() -> dict:
+    cpu = platform.processor()
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    import sklearn
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+            "platform": platform.platform(), "scikit_learn": sklearn.__version__, "numpy": np.__version__}
+
+
+def run_llm_sample(data, y, preds: dict, sample_size: int, seed: int) -> dict:
+    """LLM, combined, rules and the chosen model on a fixed stratified sample."""
+    from preqrag.config import LLMConfig
+    from preqrag.llm import load_llm
+
+    rng = np.random.default_rng(seed)
+    half = sample_size // 2
+    idx = np.sort(np.concatenate([rng.choice(np.flatnonzero(y == c), size=half, replace=False) for c in (0, 1)]))
+    texts = [data.texts[i] for i in idx]
+    llm = load_llm(LLMConfig())
+    t = time.perf_counter()
+    llm_out = LLMClassifier(lambda: llm).classify(texts)
+    llm_s = time.perf_counter() - t
+    comb_out = CombinedClassifier(lambda: llm).classify(texts)  # replies are greedy: same as above
+    ys = y[idx]
+    to01 = lambda cs: np.asarray([c.question_type == "multi" for c in cs], dtype=np.int64)  # noqa: E731
+    fallbacks = [c.fallback for c in llm_out if c.fallback]
+    llm_only = np.asarray([c.fallback is None for c in llm_out])
+    res = {
+        "sample": {"n": int(len(idx)), "seed": seed, "how": f"{half} gold-single + {half} gold-multi, numpy default_rng({seed}).choice"},
+        "llm_model": LLMConfig().model, "llm_seconds": round(llm_s, 1),
+        "llm_fallback_rate": round(len(fallbacks) / len(idx), 4), "llm_fallback_examples": fallbacks[:5],
+        "results": {
+            "llm (SmolLM2-135M, rules fallback)": metrics(ys, to01(llm_out)),
+            "combined (llm OR rules)": metrics(ys, to01(comb_out)),
+            "rules": metrics(ys, preds["rules"][idx]),
+            CHOSEN: metrics(ys, preds[CHOSEN][idx]),
+        },
+    }
+    if llm_only.any():
+        res["results"]["llm, parsable replies only"] = metrics(ys[llm_only], to01(llm_out)[llm_only])
+    return res
+
+
+def render_md(report: dict) -> str:
+    def row(name, r, where="dev 5-fold CV"):
+        ok = "yes" if r["single"] >= TARGET and r["multi"] >= TARGET else "no"
+        return f"| {name} | {where} | {r['single']:.3f} | {r['multi']:.3f} | {r['overall']:.3f} | {r['balanced']:.3f} | {ok} |"
+
+    lines = [
+        "# Question classifier: single- vs multi-document (PreQRAG §2.1)",
+        "",
+        f"Generated by `{report['command']}` on {report['date']} ({report['machine']['cpu']}, "
+        f"{report['machine']['cores']} cores). Data: `{report['data']['file']}` "
+        f"({report['data']['n_single']} gold-single, {report['data']['n_multi']} gold-multi). "
+        "Raw numbers: `classifier.json`.",
+        "",
+        "Protocol: " + report["protocol"],
+        "",
+        "| classifier | evaluated on | single acc | multi acc | overall | balanced | ≥ 0.90 / 0.90 |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for name, r in report["candidates"].items():
+        lines.append(row(name + (" **(chosen, default `learned`)**" if name == report["chosen"] else ""), r))
+    if "llm" in report:
+        n = report["llm"]["sample"]["n"]
+        for name, r in report["llm"]["results"].items():
+            lines.append(row(name, r, f"fixed sample of {r['n_single'] + r['n_multi']}" if r["n_single"] + r["n_multi"] != n
+                             else f"fixed sample of {n}"))
+    c = report["candidates"][report["chosen"]]
+    lines += [
+        "",
+        f"**Target 0.90 / 0.90 is not reached.** The chosen model gets {c['single']:.3f} on gold-single "
+        f"(short by {TARGET - c['single']:.3f}) and {c['multi']:.3f} on gold-multi (short by {TARGET - c['multi']:.3f}) "
+        "in cross-validation. " + report["assessment"],
+        "",
+        f"## Chosen model `{report['chosen']}` by DataMorgana category (held-out predictions)",
+    ]
+    for field, table in report["chosen_by_field"].items():
+        lines += ["", f"| {field} | n | accuracy | single acc (n) | multi acc (n) |", "|---|---|---|---|---|"]
+        for v, r in table.items():
+            s = f"{r['single']:.3f} ({r['n_single']})" if r["n_single"] else "–"
+            m = f"{r['multi']:.3f} ({r['n_multi']})" if r["n_multi"] else "–"
+            lines.append(f"| {v} | {r['n']} | {r['accuracy']:.3f} | {s} | {m} |")
+    if report.get("speed"):
+        lines += ["", "## Speed (CPU, this machine)", "",
+                  "| classifier | questions/s batched | ms one question (median / p95) | first call (load) s |",
+                  "|---|---|---|---|"]
+        for s in report["speed"]:
+            lines.append(f"| {s['classifier']} | {s['questions_per_s_batched']:,.0f} | {s['ms_single_median']:.2f} / "
+                         f"{s['ms_single_p95']:.2f} | {s['first_call_load_s']:.2f} |")
+        lines += ["", "Targets: ≥ 1,000 questions/s batched and < 5 ms for one question."]
+    lines += ["", "## Notes", ""] + [f"* {n}" for n in report["notes"]] + [""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Cross-validated comparison of question classifiers.")
+    ap.add_argument("--questions", type=Path, default=Path("/work/shared/liverag-bench/dev.jsonl"))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--llm-sample", type=int, default=200)
+    ap.add_argument("--no-llm", action="store_true")
+    ap.add_argument("--only", nargs="*", default=None, help="learned candidates to run (default: all)")
+    ap.add_argument("--cache-dir", type=Path, default=None,
+                    help="keep each candidate's held-out predictions here and reuse them on a rerun")
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "classifier.json")
+    args = ap.parse_args()
+
+    data = load_labelled(args.questions)
+    y = data.y
+    splits = make_splits(y, data.groups, args.folds, args.seed)
+    log(f"{len(y)} questions, folds of {[len(te) for _, te in splits]}")
+    candidates: dict[str, dict] = {}
+    preds: dict[str, np.ndarray] = {}
+    seconds: dict[str, float] = {}
+
+    preds["rules"] = np.asarray([c.question_type == "multi" for c in RulesClassifier().classify(data.texts)], dtype=np.int64)
+    candidates["rules (published)"] = metrics(y, preds["rules"])
+
+    wanted = [c for c in CANDIDATES if args.only is None or c in args.only]
+    if CHOSEN not in wanted:
+        wanted.insert(0, CHOSEN)
+    fingerprint = data_fingerprint(data.texts, y)[:16]
+
+    def cache_file(cand: str) -> Path | None:
+        return args.cache_dir / f"{cand}-{fingerprint}-seed{args.seed}-k{len(splits)}.json" if args.cache_dir else None
+
+    if any("minilm" in c and not (cache_file(c) and cache_file(c).exists()) for c in wanted):
+        t = time.perf_counter()
+        SentenceEmbeddingFeatures().transform(data.texts)  # fill the cache once (no labels used)
+        seconds["minilm embeddings (all questions, once)"] = round(time.perf_counter() - t, 1)
+        log(f"embedded {len(y)} questions in {seconds['minilm embeddings (all questions, once)']} s")
+    for cand in wanted:
+        cached = cache_file(cand)
+        if cached is not None and cached.exists():
+            obj = json.loads(cached.read_text(encoding="utf-8"))
+            preds[cand], seconds[cand] = np.asarray(obj["pred"], dtype=np.int64), obj["seconds"]
+        else:
+            t = time.perf_counter()
+            _, preds[cand] = cross_validate(cand, data.texts, y, data.groups, splits, args.seed, progress=log)
+            seconds[cand] = round(time.perf_counter() - t, 1)
+            if cached is not None:
+                atomic_write_text(cached, json.dumps({"pred": preds[cand].tolist(), "seconds": seconds[cand]}))
+        candidates[cand] = metrics(y, preds[cand])
+        log(f"{cand}: {candidates[cand]} ({seconds[cand]} s)")
+    candidates[f"rules OR {CHOSEN}"] = metrics(y, preds["rules"] | preds[CHOSEN])
+    candidates[f"rules AND {CHOSEN}"] = metrics(y, preds["rules"] & preds[CHOSEN])
+
+    report: dict = {
+        "command": "PYTHONPATH=src python bench/classifier_cv.py " + " ".join(sys.argv[1:]),
+        "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "data": {"file": str(args.questions), "n_single": int((y == 0).sum()), "n_multi": int((y == 1).sum()),
+                 "sha256_of_questions_and_labels": data_fingerprint(data.texts, y)},
+        "protocol": (f"{len(splits)}-fold cross-validation, stratified by label and grouped by gold documents, "
+                     f"seed {args.seed}, the same folds for every candidate; each learned candidate's threshold "
+                     "is tuned for balanced accuracy by an inner 5-fold CV inside the training folds "
+                     "(TunedThresholdClassifierCV), never on the held-out fold."),
+        "target": {"single": TARGET, "multi": TARGET},
+        "chosen": CHOSEN,
+        "candidates": candidates,
+        "chosen_by_field": {f: by_field(data.questions, y, preds[CHOSEN], f) for f in ("answer_type", "phrasing", "premise")},
+        "rules_by_field": {f: by_field(data.questions, y, preds["rules"], f) for f in ("answer_type", "phrasing", "premise")},
+        "cv_seconds": seconds,
+    }
+    if not args.no_llm:
+        log(f"LLM classifier on a sample of {args.llm_sample}")
+        report["llm"] = run_llm_sample(data, y, preds, args.llm_sample, args.seed)
+        log(json.dumps(report["llm"]["results"]))
+
+    if BUNDLED_MODEL.exists():
+        shipped = QuestionTypeModel.load()
+        report["shipped_model"] = {"path": str(BUNDLED_MODEL.relative_to(ROOT)), "bytes": BUNDLED_MODEL.stat().st_size,
+                                   "threshold": shipped.threshold, "metadata": shipped.metadata,
+                                   "trained_on_this_data": shipped.metadata.get("data_sha256") == report["data"]["sha256_of_questions_and_labels"]}
+        load_before = os.getloadavg()[0]
+        report["speed"] = [measure(LearnedClassifier(), data.texts), measure(RulesClassifier(), data.texts)]
+        for s in report["speed"]:
+            s["load_average_1min_before"] = round(load_before, 2)
+        log(f"speed: {report['speed']}")
+    best_bal = max(v["balanced"] for k, v in candidates.items())
+    report["assessment"] = (
+        f"No candidate reaches it: the best balanced accuracy is {best_bal:.3f}. Inspection of the errors shows "
+        "label noise that no text-only classifier can remove: DataMorgana's labels say how many documents a question "
+        "was generated from, not how it reads (e.g. 'what the difference yellow mustard vs dijon mustard' is "
+        "single-document, 'What museums can you visit in Greece to see ancient artifacts?' is multi-document); "
+        "'three-doc' and 'multi-aspect' questions are often indistinguishable from single-document ones.")
+    report["notes"] = [
+        "Hyper-parameters (n-gram ranges, C=1, structural weight 0.1) were picked by a handful of earlier 5-fold runs on "
+        "this same dev set, so the CV figures may be slightly optimistic (ungrouped folds gave ~0.01 higher balanced "
+        "accuracy than the grouped folds used here); the held-out set will tell.",
+        "Embedding candidates (all-MiniLM-L6-v2) are not shippable under the speed target: ~60 questions/s and ~80 ms per "
+        "question on this 2-core CPU, against >= 1,000/s and < 5 ms; they are also less accurate here.",
+        "The LLM figures use SmolLM2-135M-Instruct (the project's CPU default), not the paper's Falcon3-10B-Instruct "
+        "(Table 1: 0.822 / 0.730 on the authors' data), on a 200-question sample only; unparsable replies fall back to "
+        "the rules, and the fallback rate is reported.",
+        "'combined' is implemented as multi if the rules OR the LLM say multi (the paper does not say how it combined them).",
+        "The shipped model is trained on all of dev.jsonl with `preqrag train-classifier /work/shared/liverag-bench/dev.jsonl "
+        "-o src/preqrag/data/classifier.json --seed 0`; its threshold is tuned by grouped inner CV the same way.",
+    ]
+    atomic_write_text(args.out, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(args.out.with_suffix(".md"), render_md(report))
+    log(f"wrote {args.out} and {args.out.with_suffix('.md')}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Single- vs multi-document question classifiers (PreQRAG §2.1, Table 1).
+
+Names (``[classifier] name`` in ``preqrag.toml``):
+
+* ``learned`` (default): TF-IDF + structural features, logistic regression, shipped in
+  the package (:mod:`.learned`).
+* ``rules``: the published PreQRAG rules, exactly as published (:mod:`.rules`).
+* ``llm``: asks the configured LLM, rules as fallback (:mod:`.llm`).
+* ``combined``: multi if the rules OR the LLM say multi (:mod:`.combined`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from ..stages import LLM, Classifier
+from .combined import CombinedClassifier
+from .learned import LearnedClassifier
+from .llm import LLMClassifier
+from .rules import RulesClassifier, is_multi_by_rules
+from .subquestions import estimate_n_sub_questions
+
+if TYPE_CHECKING:
+    from ..config import PipelineConfig
+
+CLASSIFIER_NAMES: tuple[str, ...] = ("learned", "rules", "llm", "combined")
+"""Valid values of ``cfg.classifier.name``."""
+
+
+def load_classifier(cfg: "PipelineConfig", llm_factory: Callable[[], LLM] | None = None) -> Classifier:
+    """Build the classifier named by ``cfg.classifier.name`` (nothing is loaded yet).
+
+    Args:
+        cfg: the pipeline configuration; ``cfg.classifier.model_path`` is used by ``learned``.
+        llm_factory: returns the LLM for ``llm``/``combined``, called on first use; ``None``
+            (default) builds ``preqrag.llm.load_llm(cfg.llm)``.
+
+    Returns:
+        A :class:`preqrag.stages.Classifier`.
+
+    Raises:
+        ValueError: unknown name (the message lists the valid names).
+    """
+    name = cfg.classifier.name
+    if name == "learned":
+        return LearnedClassifier(cfg.classifier.model_path)
+    if name == "rules":
+        return RulesClassifier()
+    if name in ("llm", "combined"):
+        if llm_factory is None:
+            llm_cfg = cfg.llm
+
+            def llm_factory() -> LLM:
+                from ..llm import load_llm
+
+                return load_llm(llm_cfg)
+
+        return LLMClassifier(llm_factory) if name == "llm" else CombinedClassifier(llm_factory)
+    raise ValueError(f"unknown classifier {name!r}; valid names: {', '.join(CLASSIFIER_NAMES)}")
+
+
+__all__ = [
+    "CLASSIFIER_NAMES", "CombinedClassifier", "LLMClassifier", "LearnedClassifier", "RulesClassifier",
+    "estimate_n_sub_questions", "is_multi_by_rules", "load_classifier",
+]

@@ -1,0 +1,136 @@
+"""Chunking, index building and first-stage retrieval on real smoke documents and the bundled embedder."""
+
+import json
+import math
+import re
+
+import numpy as np
+import pytest
+
+from preqrag.config import load_config
+from preqrag.index import Index, IndexOpenError, build_index
+
+
+@pytest.fixture(scope="module")
+def index(small_index, test_config):
+    return Index.open(small_index, test_config)
+
+
+def test_passages_respect_token_cap_and_cover_documents(index, small_corpus):
+    manifest = index.manifest
+    cap = manifest["chunking"]["max_tokens"]
+    assert cap == min(512, manifest["embedder"]["max_seq_length"] - 2)
+    enc = index.encoder
+    lengths = [enc.count_tokens(p.text) for p in index.passages.values()]
+    assert max(lengths) <= cap
+    docs = {json.loads(line)["id"]: json.loads(line)["text"] for line in open(small_corpus[0])}
+    assert {p.doc_id for p in index.passages.values()} == set(docs)
+    for doc_id, text in docs.items():
+        parts = sorted((p for p in index.passages.values() if p.doc_id == doc_id), key=lambda p: p.position)
+        assert [p.position for p in parts] == list(range(len(parts)))
+        assert [p.id for p in parts] == [f"{doc_id}#{i}" for i in range(len(parts))]
+        # every word of the document is in some passage, in order
+        assert re.sub(r"\s+", "", "".join(p.text for p in parts)) == re.sub(r"\s+", "", text)
+
+
+def _reference_bm25(query_tokens, docs_tokens, k1=1.5, b=0.75):
+    """Lucene BM25: idf = ln(1 + (N - df + 0.5) / (df + 0.5)); tf saturation with length norm."""
+    n = len(docs_tokens)
+    avgdl = sum(len(d) for d in docs_tokens) / n
+    df = {}
+    for d in docs_tokens:
+        for t in set(d):
+            df[t] = df.get(t, 0) + 1
+    scores = []
+    for d in docs_tokens:
+        s = 0.0
+        for t in query_tokens:  # a repeated query term counts each time, as in Lucene
+            if t not in df:
+                continue
+            tf = d.count(t)
+            idf = math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5))
+            s += idf * tf / (tf + k1 * (1 - b + b * len(d) / avgdl))
+        scores.append(s)
+    return np.array(scores)
+
+
+def test_bm25_matches_reference_implementation(index, small_corpus):
+    from preqrag.retrieval.bm25 import tokenize
+
+    cfg = index.sparse.cfg
+    texts = [index.passages[pid].text for pid in index.passage_ids]
+    docs_tokens = tokenize(texts, cfg, return_ids=False)
+    questions = [q["question"] for q in small_corpus[2]]
+    for q, ranking in zip(questions, index.sparse.search(questions, k=10)):
+        ref = _reference_bm25(tokenize([q], cfg, return_ids=False)[0], docs_tokens)
+        order = np.argsort(-ref, kind="stable")[:10]
+        assert np.allclose(ranking.scores, ref[order], rtol=1e-4)
+        assert ranking.ids[0] == index.passage_ids[order[0]]
+
+
+def test_dense_matches_brute_force_cosine(index, small_corpus):
+    texts = [index.passages[pid].text for pid in index.passage_ids]
+    emb = index.encoder.encode(texts, is_query=False)
+    assert np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-4)
+    q = small_corpus[2][0]["question"]
+    qv = index.encoder.encode([q], is_query=True)[0]
+    ref = emb @ qv
+    (ranking,) = index.dense.search([q], k=5)
+    assert ranking.ids == [index.passage_ids[i] for i in np.argsort(-ref)[:5]]
+    assert np.allclose(ranking.scores, np.sort(ref)[::-1][:5], atol=1e-3)
+
+
+def test_bm25_finds_gold_documents_of_smoke_questions(index, small_corpus):
+    """Sanity on real data: the raw question's BM25 top-10 holds a gold document for most questions."""
+    questions = small_corpus[2]
+    hits = 0
+    for q, r in zip(questions, index.sparse.search([q["question"] for q in questions], k=10)):
+        hits += bool({pid.rsplit("#", 1)[0] for pid in r.ids} & set(q["gold_doc_ids"]))
+    assert hits >= len(questions) - 1
+
+
+def test_opening_with_another_embedder_is_a_clear_error(small_index):
+    cfg = load_config(None, {"embedder": {"name": "BAAI/bge-small-en-v1.5"}})
+    with pytest.raises(IndexOpenError, match="built with embedder 'sentence-transformers/all-MiniLM-L6-v2'"):
+        Index.open(small_index, cfg)
+
+
+def test_existing_index_is_not_overwritten_by_default(small_index, small_corpus, test_config):
+    with pytest.raises(FileExistsError):
+        build_index(small_corpus[0], small_index, test_config)
+
+
+def test_interrupted_build_resumes_from_checkpointed_shards(tmp_path, small_corpus, test_config, monkeypatch):
+    """A build killed during encoding leaves <index>.partial with finished shards; the re-run reuses them."""
+    import preqrag.index as ix
+
+    monkeypatch.setattr(ix, "SHARD", 16)
+    target = tmp_path / "idx"
+    real_save = ix._save_shard
+    calls = {"n": 0}
+
+    def crash_after_two(path, arr):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise KeyboardInterrupt("simulated kill")
+        real_save(path, arr)
+
+    monkeypatch.setattr(ix, "_save_shard", crash_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(small_corpus[0], target, test_config)
+    assert not target.exists() and len(list((tmp_path / "idx.partial").glob("emb_*.npy"))) == 2
+
+    encoded = []
+    monkeypatch.setattr(ix, "_save_shard", real_save)
+    from preqrag.encoders.sentence_transformers import SentenceTransformerEncoder
+
+    real_encode = SentenceTransformerEncoder.encode
+
+    def counting(self, texts, **kw):
+        encoded.append(len(texts))
+        return real_encode(self, texts, **kw)
+
+    monkeypatch.setattr(SentenceTransformerEncoder, "encode", counting)
+    manifest = build_index(small_corpus[0], target, test_config)
+    assert sum(encoded) == manifest["n_passages"] - 32  # the two finished shards were not re-encoded
+    assert (target / "manifest.json").exists() and not (tmp_path / "idx.partial").exists()

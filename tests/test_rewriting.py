@@ -1,0 +1,85 @@
+"""Strict parsing of LLM rewrites and the fallback paths (junk output, failing LLM)."""
+
+import pytest
+
+from preqrag.config import LLMConfig, RewriterConfig
+from preqrag.rewriting import PreQRAGRewriter, parse_rewrite, parse_sub_questions
+from preqrag.stages import LLMError
+
+Q = "I'm developing new methods for protein analysis and wondering what improvements are made to HDX methodology?"
+MULTI = "How does Azure Firewall enable network segmentation, and what are the compliance aspects of Key Vault?"
+
+
+@pytest.mark.parametrize("reply, expected", [
+    ("Query: HDX methodology improvements protein analysis", ("HDX methodology improvements protein analysis", None)),
+    ('"HDX methodology improvements"\nextra chatter', ("HDX methodology improvements", None)),
+    ("", (None, "empty")),
+    ("   \n  ", (None, "empty")),
+    ("?!?", (None, "unparsable")),
+    ("protein " * 60, (None, "too long")),
+    ("Recent advancements in wood slice table care", (None, "unrelated")),
+])
+def test_parse_rewrite(reply, expected):
+    assert parse_rewrite(reply, Q, max_length_ratio=3.0) == expected
+
+
+def test_parse_sub_questions():
+    reply = "Here you go:\n1. How does Azure Firewall enable network segmentation?\n2) What are Key Vault compliance aspects?\n3. extra"
+    subs, reason = parse_sub_questions(reply, MULTI, n=2, max_length_ratio=3.0)
+    assert reason is None
+    assert subs == ["How does Azure Firewall enable network segmentation?", "What are Key Vault compliance aspects?"]
+    assert parse_sub_questions("Azure Firewall segmentation and Key Vault", MULTI, 2, 3.0) == (None, "unparsable")
+    assert parse_sub_questions("1. Azure Firewall?\n1. Azure Firewall?", MULTI, 2, 3.0) == (None, "unparsable")
+    assert parse_sub_questions("", MULTI, 2, 3.0) == (None, "empty")
+    assert parse_sub_questions("1. Why is the sky blue?\n2. Who won the cup?", MULTI, 2, 3.0) == (None, "unrelated")
+
+
+class JunkLLM:
+    """An LLM that misbehaves: every reply is junk (stands in for a broken model)."""
+
+    name = "junk"
+
+    def chat_many(self, requests, *, max_tokens, temperature=0.0):
+        return ["", "!!!", "word " * 500][: len(requests)] + ["???"] * max(0, len(requests) - 3)
+
+
+def test_junk_llm_falls_back_to_original_question():
+    rw = PreQRAGRewriter(lambda: JunkLLM(), RewriterConfig())
+    single, multi = rw.plan([Q, MULTI], ["single", "multi"])
+    assert single.sub_queries[0].sparse == Q and single.sub_queries[0].dense == Q
+    assert single.fallbacks == ["sparse: empty", "dense: unparsable"]
+    assert [s.text for s in multi.sub_queries] == [MULTI]
+    assert multi.fallbacks == ["decompose: unparsable"]  # 500 unnumbered words
+
+
+def test_unreachable_llm_server_falls_back_and_records_error():
+    """A real connection failure (nothing listens on the port) after the client's retries."""
+    import socket
+
+    from preqrag.llm import load_llm
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    llm = load_llm(LLMConfig(backend="openai", base_url=f"http://127.0.0.1:{port}/v1", model="x",
+                             max_retries=1, timeout_s=2))
+    with pytest.raises(LLMError, match="APIConnectionError"):
+        llm.chat([{"role": "user", "content": "hi"}], max_tokens=4)
+    (plan,) = PreQRAGRewriter(lambda: llm, RewriterConfig()).plan([MULTI], ["multi"])
+    assert plan.sub_queries[0].text == MULTI
+    assert plan.fallbacks[0].startswith("decompose: llm error: openai backend")
+
+
+def test_real_smollm2_rewrites_are_parsed_or_fall_back():
+    """The bundled 135M model: every plan is usable whatever the model writes."""
+    from preqrag.llm import load_llm
+
+    rw = PreQRAGRewriter(lambda: load_llm(LLMConfig()), RewriterConfig(max_new_tokens=48))
+    single, multi = rw.plan([Q, MULTI], ["single", "multi"])
+    for plan in (single, multi):
+        assert plan.sub_queries and all(s.sparse.strip() and s.dense.strip() for s in plan.sub_queries)
+        assert set(plan.llm_outputs) <= {"sparse", "dense", "decompose"}
+    assert len(single.sub_queries) == 1
+    assert 1 <= len(multi.sub_queries) <= 2
+    if not multi.fallbacks:
+        assert len(multi.sub_queries) == 2

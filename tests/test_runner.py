@@ -1,0 +1,103 @@
+"""Batch runs through the real CLI: bad input lines, resume, SIGKILL at a random point."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import TEST_OVERRIDES
+
+
+def _toml(overrides: dict) -> str:
+    out = []
+    for section, values in overrides.items():
+        out.append(f"[{section}]")
+        out += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    return "\n".join(out) + "\n"
+
+
+@pytest.fixture()
+def cfg_file(tmp_path):
+    p = tmp_path / "preqrag.toml"
+    p.write_text(_toml(TEST_OVERRIDES))
+    return p
+
+
+def _cli(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "preqrag.cli", *map(str, args)], capture_output=True, text=True, **kw)
+
+
+def _lines(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+def test_bad_lines_reported_and_run_resumes(tmp_path, small_index, small_corpus, cfg_file):
+    questions = small_corpus[2][:2]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("\n".join([json.dumps(questions[0]), "{broken", json.dumps({"id": "x1", "question": ""}),
+                                json.dumps({"question": "no id"}), json.dumps(questions[1])]) + "\n")
+    out = tmp_path / "answers.jsonl"
+    r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg_file)
+    assert r.returncode == 0, r.stderr
+    assert f"{qfile}:2: <line>: invalid JSON" in r.stderr
+    assert f"{qfile}:3: question: missing or empty" in r.stderr
+    assert f"{qfile}:4: id: missing" in r.stderr
+    answers = _lines(out)
+    assert [a["id"] for a in answers] == [questions[0]["id"], questions[1]["id"]]
+    assert len(_lines(tmp_path / "answers.traces.jsonl")) == 2
+    failed = _lines(tmp_path / "answers.failed.jsonl")
+    assert [(f["line"], f["field"]) for f in failed] == [(2, "<line>"), (3, "question"), (4, "id")]
+    # second run: nothing left to do, nothing duplicated
+    r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg_file)
+    assert r.returncode == 0 and "2 already answered" in r.stderr
+    assert len(_lines(out)) == 2
+
+
+def test_sigkill_at_random_point_then_rerun_holds_each_id_once(tmp_path, small_index, small_corpus, cfg_file):
+    questions = small_corpus[2]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    out = tmp_path / "answers.jsonl"
+    cfg_file.write_text(_toml({**TEST_OVERRIDES, "run": {"batch_size": 1}}))
+    proc = subprocess.Popen([sys.executable, "-m", "preqrag.cli", "run", str(qfile), "--index", str(small_index),
+                             "-o", str(out), "--config", str(cfg_file)], stderr=subprocess.DEVNULL)
+    # wait for the first answer, then kill at a random moment during the following ones
+    deadline = time.monotonic() + 300
+    while (not out.exists() or not out.read_text()) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    time.sleep(random.Random(os.getpid()).uniform(0.0, 4.0))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    before = len(read_valid(out))
+    assert 1 <= before <= len(questions)
+    r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg_file)
+    assert r.returncode == 0, r.stderr
+    ids = [a["id"] for a in _lines(out)]  # every line valid JSON
+    assert sorted(ids) == sorted(q["id"] for q in questions)
+    traces = {t["id"] for t in read_valid(tmp_path / "answers.traces.jsonl")}
+    assert traces == set(ids)
+
+
+def read_valid(path):
+    from preqrag.io import read_jsonl_tolerant
+
+    return read_jsonl_tolerant(path)
+
+
+def test_ask_and_config_commands(small_index, cfg_file):
+    r = _cli("config")
+    assert r.returncode == 0 and "[reranker]" in r.stdout and 'name = "cross-encoder/ms-marco-MiniLM-L-12-v2"' in r.stdout
+    bad = cfg_file.parent / "bad.toml"
+    bad.write_text("[reranker]\ndepht = 3\n")
+    r = _cli("config", "--config", bad)
+    assert r.returncode == 2 and "reranker.depht" in r.stderr
+    r = _cli("ask", "--index", small_index, "--config", cfg_file, "--trace",
+             "What data should a hotel look at to set room rates?")
+    assert r.returncode == 0, r.stderr
+    rec = json.loads(r.stdout)
+    assert set(rec) == {"id", "question", "passages", "final_prompt", "answer", "trace"}
