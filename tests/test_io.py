@@ -41,6 +41,7 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     atomic_write_text(p, "two")
     assert p.read_text() == "two"
     assert [f.name for f in p.parent.iterdir()] == ["x.txt"]
+    assert p.stat().st_mode & 0o044 == 0o044  # readable by others, like a normally created file
 
 
 def test_corpus_errors_name_file_line_and_field(tmp_path):

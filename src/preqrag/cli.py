@@ -26,7 +26,7 @@ from .config import ConfigError, PipelineConfig, dump_config, load_config
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="PreQRAG: classify, rewrite, retrieve, rerank and answer (LiveRAG format).")
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # no wrapping: messages name files and lines
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="preqrag.toml (defaults when omitted).")
 
