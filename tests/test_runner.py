@@ -57,6 +57,15 @@ def test_bad_lines_reported_and_run_resumes(tmp_path, small_index, small_corpus,
     assert r.returncode == 0 and "2 already answered" in r.stderr
     assert len(_lines(out)) == 2
 
+    # the run output on smoke questions becomes an evaluation report
+    report = tmp_path / "report"
+    r = _cli("eval", out, "--questions", qfile, "-o", report)
+    assert r.returncode == 0, r.stderr
+    md = (report / "report.md").read_text()
+    assert "hit@1" in md and "recall@10" in md
+    metrics = json.loads((report / "metrics.json").read_text())
+    assert "final" in json.dumps(metrics) and (report / "report.html").exists()
+
 
 def test_sigkill_at_random_point_then_rerun_holds_each_id_once(tmp_path, small_index, small_corpus, cfg_file):
     questions = small_corpus[2]

@@ -131,6 +131,9 @@ class RewriterConfig(_Section):
     """Question rewriting / decomposition (PreQRAG §2.2)."""
 
     name: Literal["preqrag", "none"] = "preqrag"
+    decompose: bool = Field(True, description=(
+        "Decompose multi-doc questions (§2.2.2); false gives them the single-doc rewrites "
+        "(an ablation step)."))
     n_sub_questions: int | Literal["adaptive"] = Field(2, description=(
         "Sub-questions per multi-doc question: 2 as in the paper (§2.2.2), or 'adaptive'."))
     max_length_ratio: float = Field(3.0, gt=0, description=(

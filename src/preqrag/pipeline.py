@@ -104,7 +104,14 @@ class Pipeline:
                                                    error=f"{type(e).__name__}: {e}", stage=getattr(e, "stage", None)))]
             return [o for q in questions for o in self.answer([q])]
 
-    def _answer_batch(self, questions: list[Question]) -> list[Outcome]:
+    def retrieve(self, questions: list[Question]) -> list[Trace]:
+        """Every stage but generation, for a batch: one Trace per question.
+
+        ``Trace.context_ids`` holds the passages that would be given to the generator;
+        ``Trace.seconds`` the batch time of each stage divided by the batch size. Used by
+        :meth:`answer` and by retrieval-only benchmarks. Raises what a stage raises, with
+        the stage name in the exception's ``stage`` attribute.
+        """
         cfg = self.cfg
         n = len(questions)
         texts = [q.question for q in questions]
@@ -125,55 +132,63 @@ class Pipeline:
 
         # Flatten sub-queries of the batch: one retrieval call per retriever for the whole batch.
         slots = [(qi, si) for qi, p in enumerate(plans) for si in range(len(p.sub_queries))]
+        use_dense = cfg.retrieval.use_dense and self.index.dense is not None
         sparse: list[Ranking] = [Ranking() for _ in slots]
         dense: list[Ranking] = [Ranking() for _ in slots]
         if cfg.retrieval.use_sparse:
             sparse = timed("sparse", lambda: self.index.sparse.search(
                 [plans[qi].sub_queries[si].sparse for qi, si in slots], cfg.retrieval.sparse_top_k))
-        if cfg.retrieval.use_dense and self.index.dense is not None:
+        if use_dense:
             dense = timed("dense", lambda: self.index.dense.search(
                 [plans[qi].sub_queries[si].dense for qi, si in slots], cfg.retrieval.dense_top_k))
         merged = timed("fusion", lambda: [self.fusion.fuse([s, d]) for s, d in zip(sparse, dense)])
         reranked = timed("rerank", lambda: self._rerank(texts, slots, merged))
 
-        finals: list[Ranking] = []
-        for qi in range(n):
-            lists = [reranked[j] for j, (q, _) in enumerate(slots) if q == qi]
-            finals.append(lists[0] if len(lists) == 1 else interleave(lists))
-        k = cfg.generator.context_top_k
-        contexts = [[self.index.passages[pid].text for pid in f.ids[:k]] for f in finals]
-        generated = timed("generate", lambda: self.generator.generate(texts, contexts))
-
-        per_q = {stage: s / n for stage, s in seconds.items()}  # batch time shared equally
+        per_q = {stage: round(s / n, 4) for stage, s in seconds.items()}  # batch time shared equally
         depth = cfg.run.trace_depth
-        outcomes = []
+        k = cfg.generator.context_top_k
+        traces = []
         for qi, q in enumerate(questions):
             own = [j for j, (x, _) in enumerate(slots) if x == qi]
+            lists = [reranked[j] for j in own]
+            final = lists[0] if len(lists) == 1 else interleave(lists)
             rankings = {"merged": [merged[j].top(depth) for j in own],
                         "reranked": [reranked[j].top(depth) for j in own],
-                        "final": [finals[qi].top(depth)]}
+                        "final": [final.top(depth)]}
             if cfg.retrieval.use_sparse:
                 rankings["sparse"] = [sparse[j].top(depth) for j in own]
-            if cfg.retrieval.use_dense and self.index.dense is not None:
+            if use_dense:
                 rankings["dense"] = [dense[j].top(depth) for j in own]
-            context_ids = finals[qi].ids[:k]
             fallbacks = list(plans[qi].fallbacks)
             if classes[qi].fallback:
                 fallbacks.append(f"classify: {classes[qi].fallback}")
-            trace = Trace(id=q.id, classification=classes[qi], plan=plans[qi], rankings=rankings,
-                          context_ids=context_ids, seconds={s: round(v, 4) for s, v in per_q.items()},
-                          fallbacks=fallbacks)
-            prompt, answer = generated[qi]
+            traces.append(Trace(id=q.id, classification=classes[qi], plan=plans[qi], rankings=rankings,
+                                context_ids=final.ids[:k], seconds=dict(per_q), fallbacks=fallbacks))
+        return traces
+
+    def _answer_batch(self, questions: list[Question]) -> list[Outcome]:
+        traces = self.retrieve(questions)
+        contexts = [[self.index.passages[pid].text for pid in t.context_ids] for t in traces]
+        t0 = time.perf_counter()
+        try:
+            generated = self.generator.generate([q.question for q in questions], contexts)
+        except Exception as e:
+            e.stage = "generate"  # type: ignore[attr-defined]
+            raise
+        per_q = round((time.perf_counter() - t0) / len(questions), 4)
+        outcomes = []
+        for q, trace, (prompt, answer) in zip(questions, traces, generated):
+            trace.seconds["generate"] = per_q
             if isinstance(answer, LLMError):
                 outcomes.append(Outcome(q, trace=trace, failure=Failure(
                     id=q.id, question=q.question, error=str(answer), stage="generate")))
                 continue
-            if not context_ids:
+            if not trace.context_ids:
                 outcomes.append(Outcome(q, trace=trace, failure=Failure(
                     id=q.id, question=q.question, error="no passage retrieved", stage="retrieve")))
                 continue
             passages = [LiveRAGPassage(passage=self.index.passages[pid].text,
-                                       doc_IDs=[self.index.passages[pid].doc_id]) for pid in context_ids]
+                                       doc_IDs=[self.index.passages[pid].doc_id]) for pid in trace.context_ids]
             outcomes.append(Outcome(q, trace=trace, answer=LiveRAGAnswer(
                 id=q.id, question=q.question, passages=passages, final_prompt=prompt, answer=answer)))
         return outcomes

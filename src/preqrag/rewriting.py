@@ -163,7 +163,7 @@ class PreQRAGRewriter:
         slots: list[tuple[int, str]] = []
         n_subs: dict[int, int] = {}
         for i, (q, t) in enumerate(zip(questions, types)):
-            if t == "single":
+            if t == "single" or not self.cfg.decompose:
                 for kind, prompt in (("sparse", SPARSE_PROMPT), ("dense", DENSE_PROMPT)):
                     requests.append([{"role": "user", "content": prompt.format(question=q)}])
                     slots.append((i, kind))
@@ -181,7 +181,7 @@ class PreQRAGRewriter:
             fallbacks: list[str] = []
             raw: dict[str, str] = {}
             got = by_q.get(i, {})
-            if t == "single":
+            if t == "single" or not self.cfg.decompose:
                 texts = {}
                 for kind in ("sparse", "dense"):
                     reply = got.get(kind)

@@ -13,6 +13,8 @@ CLI: ``preqrag eval RUN... --questions dev.jsonl -o DIR`` (cli.py).
 
 from __future__ import annotations
 
+from ..runner import sidecar  # the run's file naming lives with the runner
+
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,12 +58,6 @@ class RunData:
     def failed_ids(self) -> list[str]:
         """Ids of the failed questions."""
         return [str(f["id"]) for f in self.failures]
-
-
-def sibling(answers_path: Path, suffix: str) -> Path:
-    """``answers.jsonl`` → ``answers{suffix}`` (e.g. ``.traces.jsonl``) in the same directory."""
-    stem = answers_path.name[: -len(".jsonl")] if answers_path.name.endswith(".jsonl") else answers_path.stem
-    return answers_path.with_name(stem + suffix)
 
 
 def _is_classify_output(path: Path) -> bool:
@@ -112,7 +108,7 @@ def load_run(answers_path: str | Path, name: str | None = None) -> RunData:
             run.warnings.append(f"{p}: a line without id/answer skipped")
     run.answers = list(answers.values())
 
-    tpath = sibling(p, ".traces.jsonl")
+    tpath = sidecar(p, "traces")
     traces: dict[str, Trace] = {}
     if tpath.exists():
         bad = 0
@@ -130,7 +126,7 @@ def load_run(answers_path: str | Path, name: str | None = None) -> RunData:
     run.traces = list(traces.values())
     run.predictions = predictions_from_traces(run.traces)
 
-    fpath = sibling(p, ".failed.jsonl")
+    fpath = sidecar(p, "failed")
     done = set(answers) | set(traces)
     failures = {str(f["id"]): f for f in read_jsonl_tolerant(fpath) if "id" in f}
     run.failures = [f for fid, f in failures.items() if fid not in done]

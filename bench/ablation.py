@@ -1,0 +1,128 @@
+"""Ablation ladder of PreQRAG retrieval (issue: evaluation), written to docs/bench/ablation.json + .md.
+
+Rows (each a configuration over the same index and questions):
+  bm25-raw        BM25 on the raw question
+  dense-raw       dense retrieval only, raw question
+  hybrid-union    BM25 + dense, union (authors' merge), no reranking
+  hybrid-rerank   + cross-encoder reranking
+  rewriting       + LLM rewrites for every question (no decomposition)
+  preqrag         + decomposition of multi-doc questions (full PreQRAG retrieval)
+  preqrag-rrf     full PreQRAG with RRF instead of union
+
+Quality is measured on the "final" ranking (what the generator's context is cut from), at
+document level, with preqrag.evaluation.evaluate_retrieval (ranx). Generation is not run:
+seconds_per_question covers classification, rewriting, retrieval, fusion and reranking.
+
+Usage:
+  python bench/ablation.py --index IDX --questions dev.jsonl [--sample 500] [--rows bm25-raw,...]
+         [--label NAME] [--out docs/bench/ablation.json]
+Rows are merged into an existing output file by (name, label), so runs on different
+indexes/question sets can share one table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+
+from preqrag.config import load_config
+from preqrag.evaluation import evaluate_retrieval
+from preqrag.io import atomic_write_text, read_questions
+from preqrag.pipeline import Pipeline
+
+ROWS = {
+    "bm25-raw": {"rewriter": {"name": "none"}, "retrieval": {"use_dense": False}, "reranker": {"name": "none"}},
+    "dense-raw": {"rewriter": {"name": "none"}, "retrieval": {"use_sparse": False}, "reranker": {"name": "none"}},
+    "hybrid-union": {"rewriter": {"name": "none"}, "reranker": {"name": "none"}},
+    "hybrid-rerank": {"rewriter": {"name": "none"}},
+    "rewriting": {"rewriter": {"decompose": False}},
+    "preqrag": {},
+    "preqrag-rrf": {"fusion": {"name": "rrf"}},
+}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--index", required=True)
+    ap.add_argument("--config", default=None, help="base preqrag.toml (rows override it)")
+    ap.add_argument("--questions", required=True)
+    ap.add_argument("--sample", type=int, default=None, help="fixed-seed sample size (seed 0)")
+    ap.add_argument("--rows", default=",".join(ROWS))
+    ap.add_argument("--label", default=None, help="label of this corpus/question set in the table")
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--out", default="docs/bench/ablation.json")
+    args = ap.parse_args(argv)
+
+    questions, errors = read_questions(args.questions)
+    if errors:
+        print(f"{len(errors)} bad question lines skipped", file=sys.stderr)
+    if args.sample and args.sample < len(questions):
+        questions = random.Random(0).sample(questions, args.sample)
+    label = args.label or f"{Path(args.index).name} / {Path(args.questions).name} ({len(questions)} q)"
+    out = Path(args.out)
+    rows = json.loads(out.read_text()) if out.exists() else []
+    for name in args.rows.split(","):
+        overrides = {k: dict(v) for k, v in ROWS[name].items()}
+        overrides.setdefault("run", {})["trace_depth"] = 100
+        cfg = load_config(args.config, overrides)
+        pipeline = Pipeline.from_config(args.index, cfg)
+        if not cfg.retrieval.use_sparse or name != "bm25-raw":
+            if pipeline.index.dense is None:
+                print(f"skip {name}: index has no dense part", file=sys.stderr)
+                continue
+        traces = []
+        t0 = time.perf_counter()
+        for start in range(0, len(questions), args.batch_size):
+            traces += pipeline.retrieve(questions[start:start + args.batch_size])
+        wall = time.perf_counter() - t0
+        m = evaluate_retrieval(traces, questions, stages=["final"])
+        block = m["metrics"]["final"]["breakdown"]["all"]["all"]
+        single, multi = block["single"], block["multi"]
+        pred_multi = sum(t.classification.question_type == "multi" for t in traces)
+        row = {"name": name, "label": label, "n_questions": len(questions),
+               "single_hit@1": single.get("hit@1"), "single_hit@10": single.get("hit@10"),
+               "single_mrr@10": single.get("mrr@10"), "multi_recall@10": multi.get("recall@10"),
+               "multi_all@10": multi.get("all@10"),
+               "seconds_per_question": round(wall / len(questions), 4),
+               "seconds_per_question_by_stage": {
+                   s: round(sum(t.seconds.get(s, 0.0) for t in traces) / len(traces), 4)
+                   for s in sorted({s for t in traces for s in t.seconds})},
+               "predicted_multi_share": round(pred_multi / len(traces), 3),
+               "fallbacks": sum(bool(t.fallbacks) for t in traces),
+               "config_overrides": ROWS[name]}
+        print(json.dumps(row), flush=True)
+        rows = [r for r in rows if not (r["name"] == name and r.get("label") == label)] + [row]
+        atomic_write_text(out, json.dumps(rows, indent=1))
+    write_markdown(rows, out.with_suffix(".md"), " ".join(sys.argv))
+    return 0
+
+
+def write_markdown(rows: list[dict], path: Path, command: str) -> None:
+    fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    lines = ["# Retrieval ablation ladder", "",
+             f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}. "
+             f"Date: {datetime.date.today().isoformat()}.", "",
+             f"Command (last): `{command}`", "",
+             "Quality on the final ranking at document level; seconds/question exclude generation.", ""]
+    for label in dict.fromkeys(r["label"] for r in rows):
+        lines += [f"## {label}", "",
+                  "| row | single hit@1 | single hit@10 | single MRR@10 | multi recall@10 | multi all@10 | s/question |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if r["label"] == label:
+                lines.append(f"| {r['name']} | {fmt(r['single_hit@1'])} | {fmt(r['single_hit@10'])} | "
+                             f"{fmt(r['single_mrr@10'])} | {fmt(r['multi_recall@10'])} | {fmt(r.get('multi_all@10'))} | "
+                             f"{r['seconds_per_question']:.3f} |")
+        lines.append("")
+    atomic_write_text(path, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
