@@ -15,7 +15,8 @@ from preqrag.evaluation.classification import evaluate_classification, read_pred
 from preqrag.evaluation.judge import (METRICS, judge_answers, judge_is_meaningless, load_judgments,
                                       parse_score, render_prompt, summarise_judgments)
 from preqrag.evaluation.report import MEANINGLESS_JUDGE_NOTE, write_report
-from preqrag.evaluation.retrieval import (evaluate_retrieval, gold_docs, interleave,
+from preqrag.fusion import interleave_ids as interleave
+from preqrag.evaluation.retrieval import (evaluate_retrieval, gold_docs,
                                           per_query_metrics, stage_doc_rankings)
 from preqrag.io import read_questions
 from preqrag.records import Classification, QueryPlan, Ranking, SubQuery, Trace

@@ -66,9 +66,11 @@ class RetrievalConfig(_Section):
 class FusionConfig(_Section):
     """How sparse and dense candidates are merged.
 
-    ``union``: sparse list then dense list, de-duplicated, as in the PreQRAG authors' code
-    (order matters only when no reranker runs). ``rrf``: reciprocal rank fusion
-    (Cormack et al., SIGIR 2009), k=60, as in GINGER (UiS-IAI@LiveRAG).
+    ``union``: the union of the sparse and dense lists (PreQRAG §2.3), in round-robin order
+    so that a bounded rerank depth sees both retrievers (the authors' code concatenates
+    sparse then dense; the order matters only when the reranker does not see the whole
+    union). ``rrf``: reciprocal rank fusion (Cormack et al., SIGIR 2009), k=60, as in GINGER
+    (UiS-IAI@LiveRAG).
     """
 
     name: Literal["union", "rrf"] = "union"

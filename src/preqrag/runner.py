@@ -5,7 +5,9 @@ Files written for ``-o answers.jsonl``:
 * ``answers.jsonl`` — LiveRAG answer lines (schema-valid), one per answered question;
 * ``answers.traces.jsonl`` — one :class:`~preqrag.records.Trace` per answered question;
 * ``answers.failed.jsonl`` — failures of the last run (bad input lines and questions whose
-  processing failed), rewritten atomically at the end of each run.
+  processing failed), rewritten atomically at the end of each run;
+* ``answers.run.json`` — counts and timings of the last run (wall seconds, seconds inside
+  model inference by kind, see :mod:`preqrag.timing`), rewritten atomically at the end.
 
 Re-running the same command resumes: ids already in ``answers.jsonl`` are skipped, failed
 ones are retried. A run killed at any point leaves at most one torn last line, which the
@@ -15,6 +17,8 @@ next run removes before appending (see :func:`preqrag.io.read_jsonl_tolerant`).
 from __future__ import annotations
 
 import json
+import time
+from datetime import datetime, timezone
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +26,7 @@ from pathlib import Path
 from .io import InputError, append_jsonl, atomic_write_text, read_jsonl_tolerant, read_questions
 from .pipeline import Outcome, Pipeline
 from .records import Failure, Question
+from .timing import model_calls, model_seconds
 
 
 def sidecar(output: str | Path, kind: str) -> Path:
@@ -29,6 +34,11 @@ def sidecar(output: str | Path, kind: str) -> Path:
     output = Path(output)
     stem = output.name[:-len(".jsonl")] if output.name.endswith(".jsonl") else output.name
     return output.with_name(f"{stem}.{kind}.jsonl")
+
+
+def stats_path(output: str | Path) -> Path:
+    """``answers.jsonl`` → ``answers.run.json`` (the last run's counts and timings)."""
+    return sidecar(output, "run").with_suffix(".json")
 
 
 @dataclass
@@ -40,6 +50,21 @@ class RunSummary:
     answered: int = 0
     failed: int = 0
     input_errors: list[InputError] = field(default_factory=list)
+    wall_seconds: float = 0.0
+    model_seconds: dict[str, float] = field(default_factory=dict)
+    model_calls: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """JSON-ready form (input errors as strings); adds ``model_seconds_total`` and
+        ``non_model_overhead_fraction`` = 1 − model seconds / wall seconds of this call."""
+        total = sum(self.model_seconds.values())
+        return {"total": self.total, "skipped": self.skipped, "answered": self.answered,
+                "failed": self.failed, "input_errors": [str(e) for e in self.input_errors],
+                "wall_seconds": round(self.wall_seconds, 3),
+                "model_seconds": {k: round(v, 3) for k, v in self.model_seconds.items()},
+                "model_calls": self.model_calls, "model_seconds_total": round(total, 3),
+                "non_model_overhead_fraction": (round(1 - total / self.wall_seconds, 4)
+                                                if self.wall_seconds > 0 else None)}
 
 
 def answered_ids(output: str | Path) -> set[str]:
@@ -60,8 +85,13 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
         on_progress: called with ``(done, todo)`` after each batch.
 
     Returns:
-        RunSummary. Bad input lines are in ``input_errors`` and in the failed file.
+        RunSummary (also written to :func:`stats_path`). Bad input lines are in
+        ``input_errors`` and in the failed file. Its wall and model seconds cover this call
+        only (not index opening or model loading done before it).
     """
+    t0 = time.perf_counter()
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    ms0, mc0 = model_seconds(), model_calls()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
     questions, errors = read_questions(questions_path)
@@ -89,4 +119,9 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
                          "file": e.file, "line": e.line, "field": e.field}) for e in errors]
     lines += [f.model_dump_json() for f in failures]
     atomic_write_text(sidecar(output, "failed"), "".join(line + "\n" for line in lines))
+    summary.wall_seconds = time.perf_counter() - t0
+    summary.model_seconds = {k: v - ms0.get(k, 0.0) for k, v in model_seconds().items()}
+    summary.model_calls = {k: v - mc0.get(k, 0) for k, v in model_calls().items()}
+    stats = {"started": started, "questions_file": str(questions_path), **summary.to_dict()}
+    atomic_write_text(stats_path(output), json.dumps(stats, indent=2) + "\n")
     return summary

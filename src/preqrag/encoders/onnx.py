@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..timing import model_time
 from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, model_max_length, run_batch
 
 
@@ -63,7 +64,8 @@ class OnnxEncoder:
             width = max(sum(e.attention_mask) for e in batch)
             for e in batch:
                 e.truncate(width)
-            hidden = run_batch(session, batch)
+            with model_time("embedder"):
+                hidden = run_batch(session, batch)
             cls = hidden[:, 0, :]
             out[idx] = cls / np.maximum(np.linalg.norm(cls, axis=1, keepdims=True), 1e-12)
         return out

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..timing import model_time
+
 
 def _cpu_has_bf16() -> bool:
     try:
@@ -79,7 +81,8 @@ class SentenceTransformerEncoder:
         model = self._load()
         prefix = self.query_prefix if is_query else self.passage_prefix
         texts = [prefix + t for t in texts]
-        with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16):
+        with (model_time("embedder"), torch.inference_mode(),
+              torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16)):
             emb = model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
                                convert_to_numpy=True, show_progress_bar=show_progress)
         return np.ascontiguousarray(emb, dtype=np.float32)

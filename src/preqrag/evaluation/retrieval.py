@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from ..records import Question, Trace
+from ..fusion.interleave import interleave_ids
 
 STAGES: tuple[str, ...] = ("sparse", "dense", "merged", "reranked", "final", "context")
 """Stages in pipeline order; ``context`` is ``Trace.context_ids``."""
@@ -88,21 +89,6 @@ def docs_in_order(passage_ids: Iterable[str]) -> list[str]:
     return out
 
 
-def interleave(lists: Sequence[Sequence[str]]) -> list[str]:
-    """Round-robin merge of ranked lists, de-duplicated (first occurrence wins).
-
-    ``interleave([["a", "b"], ["c", "a", "d"]]) == ["a", "c", "b", "d"]``.
-    """
-    seen: set[str] = set()
-    out: list[str] = []
-    for rank in range(max((len(x) for x in lists), default=0)):
-        for lst in lists:
-            if rank < len(lst) and lst[rank] not in seen:
-                seen.add(lst[rank])
-                out.append(lst[rank])
-    return out
-
-
 def stage_doc_rankings(trace: Trace | Mapping[str, Any]) -> dict[str, list[str]]:
     """Document rankings of every stage recorded in one trace.
 
@@ -117,7 +103,7 @@ def stage_doc_rankings(trace: Trace | Mapping[str, Any]) -> dict[str, list[str]]
     t = trace if isinstance(trace, Trace) else Trace.model_validate(trace)
     out: dict[str, list[str]] = {}
     for stage, rankings in t.rankings.items():
-        out[stage] = interleave([docs_in_order(r.ids) for r in rankings])
+        out[stage] = interleave_ids([docs_in_order(r.ids) for r in rankings])
     if t.context_ids:
         out["context"] = docs_in_order(t.context_ids)
     return out

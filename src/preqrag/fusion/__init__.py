@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..config import FusionConfig
 from ..stages import Fusion
-from .interleave import interleave
+from .interleave import interleave, interleave_ids
 from .rrf import RRFFusion
 from .union import UnionFusion
 
@@ -16,4 +16,4 @@ def load_fusion(cfg: FusionConfig) -> Fusion:
     return UnionFusion()
 
 
-__all__ = ["load_fusion", "UnionFusion", "RRFFusion", "interleave"]
+__all__ = ["load_fusion", "UnionFusion", "RRFFusion", "interleave", "interleave_ids"]

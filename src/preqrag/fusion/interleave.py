@@ -1,22 +1,33 @@
-"""Round-robin interleaving of per-sub-question rankings (PreQRAG §2.2.2 / §2.4)."""
+"""Round-robin interleaving of ranked lists (PreQRAG §2.2.2 / §2.4)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ..records import Ranking
 
 
-def interleave(rankings: list[Ranking]) -> Ranking:
-    """Take rank 1 of each list, then rank 2 of each, ..., skipping passages already taken.
+def interleave_ids(lists: Sequence[Sequence[str]]) -> list[str]:
+    """Round-robin merge of ranked id lists, de-duplicated (first occurrence wins).
 
-    Used for multi-document questions so that every sub-question contributes to the top of
-    the context. Scores of the result are ``1 / (rank + 1)``.
+    ``interleave_ids([["a", "b"], ["c", "a", "d"]]) == ["a", "c", "b", "d"]``.
     """
     seen: set[str] = set()
-    ids: list[str] = []
-    depth = max((len(r) for r in rankings), default=0)
-    for i in range(depth):
-        for r in rankings:
-            if i < len(r) and r.ids[i] not in seen:
-                seen.add(r.ids[i])
-                ids.append(r.ids[i])
+    out: list[str] = []
+    for rank in range(max((len(x) for x in lists), default=0)):
+        for lst in lists:
+            if rank < len(lst) and lst[rank] not in seen:
+                seen.add(lst[rank])
+                out.append(lst[rank])
+    return out
+
+
+def interleave(rankings: list[Ranking]) -> Ranking:
+    """Take rank 1 of each ranking, then rank 2 of each, ..., skipping passages already taken.
+
+    Used for multi-document questions so that every sub-question contributes to the top of
+    the context, and by :class:`~preqrag.fusion.union.UnionFusion`. Scores of the result are
+    ``1 / (rank + 1)``.
+    """
+    ids = interleave_ids([r.ids for r in rankings])
     return Ranking(ids=ids, scores=[1.0 / (i + 1) for i in range(len(ids))])

@@ -1,27 +1,25 @@
-"""Union merge of sparse and dense candidates (PreQRAG §2.3, as the authors' code does)."""
+"""Union merge of sparse and dense candidates (PreQRAG §2.3)."""
 
 from __future__ import annotations
 
 from ..records import Ranking
+from .interleave import interleave
 
 
 class UnionFusion:
-    """Concatenate the rankings in order (sparse first, then dense), keeping the first
-    occurrence of each passage.
+    """The union of the rankings, in round-robin order (sparse 1, dense 1, sparse 2, ...),
+    keeping the first occurrence of each passage.
 
-    PreQRAG reranks the merged set, so the order only matters when no reranker runs or the
-    rerank depth is smaller than the union. Scores of the result are ``1 / (rank + 1)``
-    (the input scores of BM25 and cosine similarity are not comparable).
+    PreQRAG merges the BM25 and dense candidates and reranks the whole merged set, so with
+    an unbounded rerank depth the order is irrelevant. With a bounded depth (the default,
+    ``reranker.depth``) it is not: the authors' code concatenates sparse then dense, and a
+    depth-30 head of that list holds BM25 candidates only. Interleaving gives both
+    retrievers an equal share of any head. Scores of the result are ``1 / (rank + 1)``
+    (BM25 and cosine scores are not comparable).
     """
 
     name = "union"
 
     def fuse(self, rankings: list[Ranking]) -> Ranking:
-        seen: set[str] = set()
-        ids: list[str] = []
-        for r in rankings:
-            for pid in r.ids:
-                if pid not in seen:
-                    seen.add(pid)
-                    ids.append(pid)
-        return Ranking(ids=ids, scores=[1.0 / (i + 1) for i in range(len(ids))])
+        """Merge ``rankings`` (any number, each best first) into one de-duplicated Ranking."""
+        return interleave(rankings)

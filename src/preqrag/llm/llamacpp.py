@@ -8,6 +8,7 @@ import threading
 from ..config import LLMConfig
 from ..registry import resolve
 from ..stages import LLMError
+from ..timing import model_time
 
 
 class LlamaCppLLM:
@@ -53,8 +54,9 @@ class LlamaCppLLM:
         llm = self._load()
         with self._lock:
             try:
-                out = llm.create_chat_completion(messages=messages, max_tokens=max_tokens,
-                                                 temperature=temperature, seed=0)
+                with model_time("llm"):
+                    out = llm.create_chat_completion(messages=messages, max_tokens=max_tokens,
+                                                     temperature=temperature, seed=0)
             except Exception as e:  # llama.cpp raises ValueError/RuntimeError
                 raise LLMError(f"llama-cpp: {type(e).__name__}: {e}") from e
         return out["choices"][0]["message"]["content"] or ""

@@ -7,6 +7,7 @@ import os
 
 from ..config import LLMConfig
 from ..stages import LLMError
+from ..timing import model_time
 
 
 class OpenAICompatibleLLM:
@@ -56,9 +57,10 @@ class OpenAICompatibleLLM:
         client = self._client()
         sem = asyncio.Semaphore(self.cfg.concurrency)
         try:
-            out = await asyncio.gather(
-                *(self._one(client, sem, m, max_tokens, temperature) for m in requests),
-                return_exceptions=True)
+            with model_time("llm"):  # wall time with requests in flight
+                out = await asyncio.gather(
+                    *(self._one(client, sem, m, max_tokens, temperature) for m in requests),
+                    return_exceptions=True)
         finally:
             await client.close()
         results: list[str | LLMError] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..timing import model_time
 from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, run_batch
 
 
@@ -42,6 +43,7 @@ class OnnxCrossEncoder:
             width = max(len(e.ids) for e in batch)
             for e in batch:
                 e.pad(width)
-            logits = run_batch(session, batch)
+            with model_time("cross-encoder"):
+                logits = run_batch(session, batch)
             out[idx] = logits.reshape(len(idx), -1)[:, 0]
         return out

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..timing import model_time
+
 
 class STCrossEncoder:
     """Scores pairs with ``sentence_transformers.CrossEncoder.predict`` on CPU.
@@ -27,5 +29,6 @@ class STCrossEncoder:
             except ImportError as e:  # pragma: no cover
                 raise ImportError('sentence-transformers cross-encoders need: pip install "preqrag[local]"') from e
             self._model = CrossEncoder(self.location, max_length=self.max_length, device="cpu")
-        scores = self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
+        with model_time("cross-encoder"):
+            scores = self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
         return np.asarray(scores, dtype=np.float32).reshape(len(pairs))
