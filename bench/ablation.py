@@ -3,8 +3,9 @@
 Rows (each a configuration over the same index and questions):
   bm25-raw        BM25 on the raw question
   dense-raw       dense retrieval only, raw question
-  hybrid-union    BM25 + dense, union (authors' merge), no reranking
-  hybrid-rerank   + cross-encoder reranking
+  hybrid-union    BM25 + dense, union (round-robin order), no reranking
+  hybrid-rerank   + cross-encoder reranking (default depth: 30 head candidates of the union)
+  hybrid-rerank-all  the same, reranking the whole union (<= 200 candidates; the paper's setting)
   rewriting       + LLM rewrites for every question (no decomposition)
   preqrag         + decomposition of multi-doc questions (full PreQRAG retrieval)
   preqrag-rrf     full PreQRAG with RRF instead of union
@@ -12,6 +13,10 @@ Rows (each a configuration over the same index and questions):
 Quality is measured on the "final" ranking (what the generator's context is cut from), at
 document level, with preqrag.evaluation.evaluate_retrieval (ranx). Generation is not run:
 seconds_per_question covers classification, rewriting, retrieval, fusion and reranking.
+Each row also records the classifier's accuracy on the sample (gold: n_gold == 1 single,
+>= 2 multi) and, when the base config sets run.cache_dir, how many model calls were cache
+hits (those rows' seconds are then lower than a cold run's; bench/throughput.py is the
+cold timing).
 
 Usage:
   python bench/ablation.py --index IDX --questions dev.jsonl [--sample 500] [--rows bm25-raw,...]
@@ -34,6 +39,7 @@ from pathlib import Path
 
 from preqrag.config import load_config
 from preqrag.evaluation import evaluate_retrieval
+from preqrag.evaluation.classification import evaluate_classification, predictions_from_traces
 from preqrag.io import atomic_write_text, read_questions
 from preqrag.pipeline import Pipeline
 
@@ -42,6 +48,7 @@ ROWS = {
     "dense-raw": {"rewriter": {"name": "none"}, "retrieval": {"use_sparse": False}, "reranker": {"name": "none"}},
     "hybrid-union": {"rewriter": {"name": "none"}, "reranker": {"name": "none"}},
     "hybrid-rerank": {"rewriter": {"name": "none"}},
+    "hybrid-rerank-all": {"rewriter": {"name": "none"}, "reranker": {"depth": 200}},
     "rewriting": {"rewriter": {"decompose": False}},
     "preqrag": {},
     "preqrag-rrf": {"fusion": {"name": "rrf"}},
@@ -57,6 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", default=",".join(ROWS))
     ap.add_argument("--label", default=None, help="label of this corpus/question set in the table")
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--cache-dir", default=None, help="run.cache_dir: reuse LLM/query/reranker outputs across rows")
     ap.add_argument("--out", default="docs/bench/ablation.json")
     args = ap.parse_args(argv)
 
@@ -71,6 +79,8 @@ def main(argv=None) -> int:
     for name in args.rows.split(","):
         overrides = {k: dict(v) for k, v in ROWS[name].items()}
         overrides.setdefault("run", {})["trace_depth"] = 100
+        if args.cache_dir:
+            overrides["run"]["cache_dir"] = args.cache_dir
         cfg = load_config(args.config, overrides)
         pipeline = Pipeline.from_config(args.index, cfg)
         if not cfg.retrieval.use_sparse or name != "bm25-raw":
@@ -86,6 +96,7 @@ def main(argv=None) -> int:
         block = m["metrics"]["final"]["breakdown"]["all"]["all"]
         single, multi = block["single"], block["multi"]
         pred_multi = sum(t.classification.question_type == "multi" for t in traces)
+        cls = evaluate_classification(predictions_from_traces(traces), questions)
         row = {"name": name, "label": label, "n_questions": len(questions),
                "single_hit@1": single.get("hit@1"), "single_hit@10": single.get("hit@10"),
                "single_mrr@10": single.get("mrr@10"), "multi_recall@10": multi.get("recall@10"),
@@ -96,6 +107,10 @@ def main(argv=None) -> int:
                    for s in sorted({s for t in traces for s in t.seconds})},
                "predicted_multi_share": round(pred_multi / len(traces), 3),
                "fallbacks": sum(bool(t.fallbacks) for t in traces),
+               "classifier": cfg.classifier.name,
+               "classifier_accuracy_single": cls["accuracy_single"],
+               "classifier_accuracy_multi": cls["accuracy_multi"],
+               "cache_hits": cache_hits(pipeline),
                "config_overrides": ROWS[name]}
         print(json.dumps(row), flush=True)
         rows = [r for r in rows if not (r["name"] == name and r.get("label") == label)] + [row]
@@ -104,22 +119,56 @@ def main(argv=None) -> int:
     return 0
 
 
+def cache_hits(pipeline: Pipeline) -> dict:
+    """Cache hits/misses of the pipeline's cached components (empty without run.cache_dir)."""
+    out = {}
+    parts = {"reranker": pipeline.reranker, "llm": getattr(pipeline.rewriter, "_llm", None),
+             "embedder": getattr(pipeline.index.dense, "encoder", None)}
+    for name, obj in parts.items():
+        store = getattr(obj, "store", None)
+        if store is not None:
+            out[name] = {"hits": store.hits, "misses": store.misses}
+    return out
+
+
+def classifier_cv_line() -> str:
+    """The classifier's cross-validated accuracy from docs/bench/classifier.json, if present."""
+    p = Path(__file__).parent.parent / "docs" / "bench" / "classifier.json"
+    if not p.exists():
+        return ""
+    d = json.loads(p.read_text())
+    chosen = d.get("chosen")
+    cand = d.get("candidates", {}).get(chosen)
+    rules = d.get("candidates", {}).get("rules (published)", {})
+    if not cand:
+        return ""
+    return (f"Question classifier (default `learned`, {chosen}), 5-fold CV on all dev questions "
+            f"(docs/bench/classifier.md): single {cand['single']:.3f}, multi {cand['multi']:.3f}; "
+            f"the published rules: {rules.get('single', float('nan')):.3f} / {rules.get('multi', float('nan')):.3f}. The per-row columns below are the shipped classifier's "
+            f"accuracy on each sample (in-sample for dev: it was trained on dev).")
+
+
 def write_markdown(rows: list[dict], path: Path, command: str) -> None:
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    star = lambda r: "*" if any(v["hits"] for v in r.get("cache_hits", {}).values()) else ""  # noqa: E731
     lines = ["# Retrieval ablation ladder", "",
              f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}. "
              f"Date: {datetime.date.today().isoformat()}.", "",
              f"Command (last): `{command}`", "",
-             "Quality on the final ranking at document level; seconds/question exclude generation.", ""]
+             "Quality on the final ranking at document level; seconds/question exclude generation "
+             "(rows marked * reused cached model outputs, so their seconds are lower than a cold run's).", "",
+             classifier_cv_line(), ""]
     for label in dict.fromkeys(r["label"] for r in rows):
         lines += [f"## {label}", "",
-                  "| row | single hit@1 | single hit@10 | single MRR@10 | multi recall@10 | multi all@10 | s/question |",
-                  "|---|---|---|---|---|---|---|"]
+                  "| row | single hit@1 | single hit@10 | single MRR@10 | multi recall@10 | multi all@10 "
+                  "| classifier acc. single / multi | s/question |",
+                  "|---|---|---|---|---|---|---|---|"]
         for r in rows:
             if r["label"] == label:
                 lines.append(f"| {r['name']} | {fmt(r['single_hit@1'])} | {fmt(r['single_hit@10'])} | "
                              f"{fmt(r['single_mrr@10'])} | {fmt(r['multi_recall@10'])} | {fmt(r.get('multi_all@10'))} | "
-                             f"{r['seconds_per_question']:.3f} |")
+                             f"{fmt(r.get('classifier_accuracy_single'))} / {fmt(r.get('classifier_accuracy_multi'))} | "
+                             f"{r['seconds_per_question']:.3f}{star(r)} |")
         lines.append("")
     atomic_write_text(path, "\n".join(lines))
 

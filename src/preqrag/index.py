@@ -228,6 +228,6 @@ class Index:
         sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25)
         encoder = dense = None
         if manifest.get("dense", True):
-            encoder = load_encoder(cfg.embedder)
+            encoder = load_encoder(cfg.embedder, cfg.run.cache_dir)
             dense = DenseRetriever(index_dir / "dense.faiss", ids, encoder, cfg.embedder.batch_size)
         return cls(index_dir, manifest, passages, ids, sparse, dense, encoder)

@@ -27,6 +27,11 @@ from .rewriting import IdentityRewriter, PreQRAGRewriter
 from .stages import LLM, Classifier, Fusion, Generator, LLMError, Reranker, Rewriter
 
 
+def _failed(q: Question, e: Exception) -> "Outcome":
+    return Outcome(q, failure=Failure(id=q.id, question=q.question, error=f"{type(e).__name__}: {e}",
+                                      stage=getattr(e, "stage", None)))
+
+
 @dataclass
 class Outcome:
     """Result for one question: an answer and its trace, or a failure."""
@@ -48,7 +53,7 @@ class _LazyLLM:
         if self.llm is None:
             from .llm import load_llm
 
-            self.llm = load_llm(self.cfg.llm)
+            self.llm = load_llm(self.cfg.llm, cache_dir=self.cfg.run.cache_dir)
         return self.llm
 
 
@@ -90,19 +95,41 @@ class Pipeline:
         rewriter: Rewriter = (PreQRAGRewriter(lazy, cfg.rewriter) if cfg.rewriter.name == "preqrag"
                               else IdentityRewriter())
         return cls(index, cfg, load_classifier(cfg, lazy), rewriter, load_fusion(cfg.fusion),
-                   load_reranker(cfg.reranker), LLMGenerator(lazy, cfg.generator))
+                   load_reranker(cfg.reranker, cfg.run.cache_dir), LLMGenerator(lazy, cfg.generator))
 
     # ------------------------------------------------------------------ batch API
     def answer(self, questions: list[Question]) -> list[Outcome]:
-        """Answer a batch; never raises for a question's failure (it becomes an Outcome.failure)."""
+        """Answer a batch; never raises for a question's failure (it becomes an Outcome.failure).
+
+        Equivalent to ``self.generate(self.prepare(questions))``.
+        """
+        return self.generate(self.prepare(questions))
+
+    def prepare(self, questions: list[Question]) -> list[Outcome]:
+        """Every stage but generation, with failure isolation: one Outcome per question,
+        holding its trace, or its failure when retrieval failed for it. Never raises for
+        a question's failure. Used with :meth:`generate` to overlap the retrieval of one
+        batch with the generation of the previous (``run.overlap``)."""
         try:
-            return self._answer_batch(questions)
-        except Exception as e:  # isolate the bad question(s)
+            return [Outcome(q, trace=t) for q, t in zip(questions, self.retrieve(questions))]
+        except Exception as e:
             if len(questions) == 1:
-                q = questions[0]
-                return [Outcome(q, failure=Failure(id=q.id, question=q.question,
-                                                   error=f"{type(e).__name__}: {e}", stage=getattr(e, "stage", None)))]
-            return [o for q in questions for o in self.answer([q])]
+                return [_failed(questions[0], e)]
+            return [o for q in questions for o in self.prepare([q])]
+
+    def generate(self, prepared: list[Outcome]) -> list[Outcome]:
+        """Generate answers for the outcomes of :meth:`prepare` (failures pass through, in
+        order). A batch that raises is retried question by question."""
+        ready = [o for o in prepared if o.failure is None and o.trace is not None]
+        try:
+            done = self._generate_batch(ready) if ready else []
+        except Exception as e:
+            if len(ready) == 1:
+                done = [_failed(ready[0].question, e)]
+            else:
+                done = [o for r in ready for o in self.generate([r])]
+        by_id = {id(r): d for r, d in zip(ready, done)}
+        return [by_id.get(id(o), o) for o in prepared]
 
     def retrieve(self, questions: list[Question]) -> list[Trace]:
         """Every stage but generation, for a batch: one Trace per question.
@@ -166,8 +193,9 @@ class Pipeline:
                                 context_ids=final.ids[:k], seconds=dict(per_q), fallbacks=fallbacks))
         return traces
 
-    def _answer_batch(self, questions: list[Question]) -> list[Outcome]:
-        traces = self.retrieve(questions)
+    def _generate_batch(self, prepared: list[Outcome]) -> list[Outcome]:
+        questions = [o.question for o in prepared]
+        traces = [o.trace for o in prepared]
         contexts = [[self.index.passages[pid].text for pid in t.context_ids] for t in traces]
         t0 = time.perf_counter()
         try:

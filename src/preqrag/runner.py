@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timezone
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -72,6 +73,31 @@ def answered_ids(output: str | Path) -> set[str]:
     return {str(r["id"]) for r in read_jsonl_tolerant(output, repair=True) if "id" in r}
 
 
+def _answered_batches(pipeline: Pipeline, batches: list[list[Question]]) -> Iterator[tuple[int, list[Outcome]]]:
+    """Yield ``(questions done so far, outcomes)`` per batch, in order.
+
+    With ``run.overlap`` (auto: on for the openai backend), the retrieval stages of batch
+    i+1 run in a worker thread while batch i is generating; answers are still written by
+    the caller's thread only, batch by batch.
+    """
+    cfg = pipeline.cfg
+    overlap = cfg.run.overlap if cfg.run.overlap is not None else cfg.llm.backend == "openai"
+    done = 0
+    if not overlap or len(batches) < 2:
+        for b in batches:
+            done += len(b)
+            yield done, pipeline.answer(b)
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="preqrag-prepare") as pool:
+        nxt: Future = pool.submit(pipeline.prepare, batches[0])
+        for i, b in enumerate(batches):
+            prepared = nxt.result()
+            if i + 1 < len(batches):
+                nxt = pool.submit(pipeline.prepare, batches[i + 1])
+            done += len(b)
+            yield done, pipeline.generate(prepared)
+
+
 def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | Path, *,
                   limit: int | None = None,
                   on_progress: Callable[[int, int], None] | None = None) -> RunSummary:
@@ -103,8 +129,8 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
     summary = RunSummary(total=len(questions), skipped=len(questions) - len(todo), input_errors=errors)
     failures: list[Failure] = []
     bs = pipeline.cfg.run.batch_size
-    for start in range(0, len(todo), bs):
-        outcomes: list[Outcome] = pipeline.answer(todo[start:start + bs])
+    batches = [todo[start:start + bs] for start in range(0, len(todo), bs)]
+    for done_count, outcomes in _answered_batches(pipeline, batches):
         traces = [o.trace.model_dump(mode="json") for o in outcomes if o.trace is not None and o.answer is not None]
         append_jsonl(sidecar(output, "traces"), traces)  # traces first: an answer never lacks its trace
         append_jsonl(output, [o.answer.model_dump(mode="json") for o in outcomes if o.answer is not None])
@@ -114,7 +140,7 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
         summary.answered += sum(o.answer is not None for o in outcomes)
         summary.failed += sum(o.failure is not None for o in outcomes)
         if on_progress:
-            on_progress(min(start + bs, len(todo)), len(todo))
+            on_progress(done_count, len(todo))
     lines = [json.dumps({"id": None, "question": None, "error": str(e), "stage": "input",
                          "file": e.file, "line": e.line, "field": e.field}) for e in errors]
     lines += [f.model_dump_json() for f in failures]

@@ -54,7 +54,7 @@ def load_classifier(cfg: "PipelineConfig", llm_factory: Callable[[], LLM] | None
             def llm_factory() -> LLM:
                 from ..llm import load_llm
 
-                return load_llm(llm_cfg)
+                return load_llm(llm_cfg, cache_dir=cfg.run.cache_dir)
 
         return LLMClassifier(llm_factory) if name == "llm" else CombinedClassifier(llm_factory)
     raise ValueError(f"unknown classifier {name!r}; valid names: {', '.join(CLASSIFIER_NAMES)}")

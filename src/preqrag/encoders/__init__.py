@@ -12,18 +12,29 @@ from ..registry import resolve
 from ..stages import Encoder
 
 
-def load_encoder(cfg: EmbedderConfig) -> Encoder:
-    """Build the encoder named by ``cfg.name`` (no weights are loaded until first use)."""
+def load_encoder(cfg: EmbedderConfig, cache_dir: str | None = None) -> Encoder:
+    """Build the encoder named by ``cfg.name`` (no weights are loaded until first use).
+
+    Args:
+        cache_dir: when set, query embeddings are cached there (:class:`CachedEncoder`).
+    """
     model = resolve(cfg.name)
+    encoder: Encoder
     if model.format == "onnx":
         from .onnx import OnnxEncoder
 
-        return OnnxEncoder(model.location, name=cfg.name, query_prefix=cfg.query_prefix,
-                           passage_prefix=cfg.passage_prefix)
-    from .sentence_transformers import SentenceTransformerEncoder
+        encoder = OnnxEncoder(model.location, name=cfg.name, query_prefix=cfg.query_prefix,
+                              passage_prefix=cfg.passage_prefix)
+    else:
+        from .sentence_transformers import SentenceTransformerEncoder
 
-    return SentenceTransformerEncoder(model.location, name=cfg.name, query_prefix=cfg.query_prefix,
-                                      passage_prefix=cfg.passage_prefix)
+        encoder = SentenceTransformerEncoder(model.location, name=cfg.name, query_prefix=cfg.query_prefix,
+                                             passage_prefix=cfg.passage_prefix)
+    if cache_dir:
+        from .cache import CachedEncoder
+
+        encoder = CachedEncoder(encoder, cache_dir)
+    return encoder
 
 
 __all__ = ["load_encoder"]

@@ -139,7 +139,7 @@ def register(app) -> None:
                 cfg = load_config(config)
             except ConfigError as e:
                 raise typer.BadParameter(str(e), param_hint="--config") from e
-            llm, model = load_llm(cfg.llm), cfg.llm.model
+            llm, model = load_llm(cfg.llm, cache_dir=cfg.run.cache_dir), cfg.llm.model
             if judge_is_meaningless(model):
                 typer.echo("WARNING: the judge is SmolLM2-135M; its scores are not meaningful "
                            "(use --config with a capable [llm]).", err=True)

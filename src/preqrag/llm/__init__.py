@@ -11,8 +11,11 @@ from ..stages import LLM, LLMError
 from .cache import CachedLLM
 
 
-def load_llm(cfg: LLMConfig | None = None) -> LLM:
+def load_llm(cfg: LLMConfig | None = None, cache_dir: str | None = None) -> LLM:
     """Build the LLM of ``cfg`` (default: SmolLM2-135M-Instruct GGUF in-process).
+
+    Args:
+        cache_dir: cache directory used when ``cfg.cache_dir`` is unset (``run.cache_dir``).
 
     Raises:
         ValueError: unknown backend.
@@ -29,8 +32,8 @@ def load_llm(cfg: LLMConfig | None = None) -> LLM:
         llm = OpenAICompatibleLLM(cfg)
     else:  # pragma: no cover - pydantic restricts the values
         raise ValueError(f"unknown LLM backend {cfg.backend!r}; use 'llama-cpp' or 'openai'")
-    if cfg.cache_dir:
-        llm = CachedLLM(llm, cfg.cache_dir)
+    if cfg.cache_dir or cache_dir:
+        llm = CachedLLM(llm, cfg.cache_dir or cache_dir)
     return llm
 
 

@@ -7,22 +7,30 @@ from ..registry import resolve
 from ..stages import Reranker
 
 
-def load_reranker(cfg: RerankerConfig) -> Reranker | None:
+def load_reranker(cfg: RerankerConfig, cache_dir: str | None = None) -> Reranker | None:
     """The configured cross-encoder, or ``None`` for ``name = "none"``.
 
     ONNX directories run with onnxruntime; other names with sentence-transformers'
     CrossEncoder (e.g. the paper's ``BAAI/bge-reranker-v2-m3``, needs internet).
+    With ``cache_dir``, scores are cached by content (:class:`CachedReranker`).
     """
     if cfg.name.lower() == "none":
         return None
     model = resolve(cfg.name)
+    reranker: Reranker
     if model.format == "onnx":
         from .onnx import OnnxCrossEncoder
 
-        return OnnxCrossEncoder(model.location, cfg.name, cfg.max_length, cfg.batch_size)
-    from .sentence_transformers import STCrossEncoder
+        reranker = OnnxCrossEncoder(model.location, cfg.name, cfg.max_length, cfg.batch_size)
+    else:
+        from .sentence_transformers import STCrossEncoder
 
-    return STCrossEncoder(model.location, cfg.name, cfg.max_length, cfg.batch_size)
+        reranker = STCrossEncoder(model.location, cfg.name, cfg.max_length, cfg.batch_size)
+    if cache_dir:
+        from .cache import CachedReranker
+
+        reranker = CachedReranker(reranker, cache_dir)
+    return reranker
 
 
 __all__ = ["load_reranker"]

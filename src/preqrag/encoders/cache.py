@@ -1,0 +1,60 @@
+"""Query-embedding cache: repeated queries (re-runs, ablation rows) skip the embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..cache import KVStore, content_key
+from ..stages import Encoder
+
+
+class CachedEncoder:
+    """Wraps an :class:`~preqrag.stages.Encoder`; query embeddings are stored by content.
+
+    Key: (encoder name, ``"query"``, text) — the encoder's own query prefix is part of its
+    configuration and is applied inside the wrapped encoder, so it is also part of the
+    key via ``query_prefix``. Passage encoding (``is_query=False``, done once per index
+    build) passes straight through. Values are the ``float32`` vector bytes; the output
+    is identical to the wrapped encoder's, shape ``(len(texts), dim)``.
+    """
+
+    def __init__(self, encoder: Encoder, cache_dir: str | Path):
+        self.encoder = encoder
+        self.name = encoder.name
+        self.store = KVStore(cache_dir, "query_embeddings")
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.encoder.max_seq_length
+
+    @property
+    def tokenizer(self):
+        return self.encoder.tokenizer  # type: ignore[attr-defined]
+
+    def count_tokens(self, text: str) -> int:
+        return self.encoder.count_tokens(text)
+
+    def encode(self, texts: list[str], *, is_query: bool, batch_size: int = 32,
+               show_progress: bool = False) -> np.ndarray:
+        if not is_query:
+            return self.encoder.encode(texts, is_query=False, batch_size=batch_size, show_progress=show_progress)
+        prefix = getattr(self.encoder, "query_prefix", "")
+        keys = [content_key(self.name, "query", prefix, t) for t in texts]
+        found = self.store.get_many(keys)
+        todo = [i for i, v in enumerate(found) if v is None]
+        fresh = (self.encoder.encode([texts[i] for i in todo], is_query=True, batch_size=batch_size)
+                 if todo else np.zeros((0, 0), dtype=np.float32))
+        self.store.put_many([(keys[i], fresh[j].astype(np.float32).tobytes()) for j, i in enumerate(todo)])
+        out = np.zeros((len(texts), fresh.shape[1] if todo else self.dim), dtype=np.float32)
+        for i, v in enumerate(found):
+            if v is not None:
+                out[i] = np.frombuffer(v, dtype=np.float32)
+        if todo:
+            out[todo] = fresh
+        return out

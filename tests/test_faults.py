@@ -1,0 +1,118 @@
+"""Fault tolerance, tested for real: a local LLM server killed and restarted mid-run, LLM calls
+that hang (a TCP proxy in front of the real server that never answers), retries exhausted.
+
+Every scenario must end with each question either answered or recorded as failed with its
+error, and a re-run must retry exactly the failed ones.
+"""
+
+import json
+import subprocess
+import sys
+import time
+from urllib.parse import urlparse
+
+import pytest
+
+from conftest import TEST_OVERRIDES, LlamaServer, TCPProxy, config_toml
+from preqrag.config import LLMConfig, load_config
+from preqrag.llm.openai_backend import OpenAICompatibleLLM
+from preqrag.pipeline import Pipeline
+from preqrag.runner import run_questions, sidecar, stats_path
+
+DOWN_S = 8.0
+"""How long the killed server stays down: long enough for several batches' generation
+calls to exhaust their retry (max_retries=1, backoff < 1 s)."""
+
+
+def _lines(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+
+
+def _openai_overrides(base_url: str, **llm) -> dict:
+    return {**TEST_OVERRIDES, "llm": {"backend": "openai", "base_url": f"{base_url}/v1", "model": "smollm2",
+                                      "concurrency": 2, **llm}}
+
+
+@pytest.mark.slow
+def test_llm_server_killed_mid_run_and_restarted(tmp_path, small_index, small_corpus):
+    server = LlamaServer().start()
+    try:
+        questions = small_corpus[2] + [{**q, "id": f"{q['id']}-b"} for q in small_corpus[2]]
+        all_ids = {str(q["id"]) for q in questions}
+        qfile = tmp_path / "q.jsonl"
+        qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
+        cfg = tmp_path / "preqrag.toml"
+        overrides = _openai_overrides(server.url, max_retries=1, timeout_s=30)
+        cfg.write_text(config_toml({**overrides, "run": {"batch_size": 2}}))
+        out = tmp_path / "answers.jsonl"
+        cmd = [sys.executable, "-m", "preqrag.cli", "run", str(qfile), "--index", str(small_index),
+               "-o", str(out), "--config", str(cfg)]
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 300
+        while (not out.exists() or not out.read_text()) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert proc.poll() is None, "the run ended before the server could be killed"
+        server.kill()  # crash mid-run
+        time.sleep(DOWN_S)
+        server.start()  # same port
+        _, stderr = proc.communicate(timeout=600)
+
+        answered = [str(a["id"]) for a in _lines(out)]
+        failed = [f for f in _lines(sidecar(out, "failed")) if f["stage"] != "input"]
+        failed_ids = [str(f["id"]) for f in failed]
+        assert len(answered) == len(set(answered)) and len(failed_ids) == len(set(failed_ids))
+        assert set(answered) | set(failed_ids) == all_ids and not set(answered) & set(failed_ids)
+        assert failed, f"no question failed while the server was down for {DOWN_S}s:\n{stderr}"
+        assert all(f["error"] and f["stage"] == "generate" and "openai backend" in f["error"] for f in failed)
+        assert proc.returncode == 1  # failures are reported by the exit status
+        stats = json.loads(stats_path(out).read_text())
+        assert (stats["answered"], stats["failed"]) == (len(answered), len(failed))
+
+        # the second run retries the failed questions only
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr
+        stats2 = json.loads(stats_path(out).read_text())
+        assert stats2["skipped"] == len(answered)
+        assert (stats2["answered"], stats2["failed"]) == (len(failed), 0)
+        final = [str(a["id"]) for a in _lines(out)]
+        assert sorted(final) == sorted(all_ids)  # each id exactly once
+        assert sorted(str(t["id"]) for t in _lines(sidecar(out, "traces"))) == sorted(all_ids)
+    finally:
+        server.close()
+
+
+def test_hanging_llm_call_times_out_and_is_retried(llama_server):
+    """The first connection hangs (accepted, never answered); the client times out and its
+    retry reaches the real server."""
+    proxy = TCPProxy(urlparse(llama_server).port, hang_first=1)
+    try:
+        llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"{proxy.url}/v1", model="smollm2",
+                                            timeout_s=3, max_retries=2))
+        t = time.monotonic()
+        reply = llm.chat([{"role": "user", "content": "Name one colour."}], max_tokens=8)
+        elapsed = time.monotonic() - t
+    finally:
+        proxy.close()
+    assert reply.strip()
+    assert proxy.connections >= 2  # the hung attempt + the retry
+    assert elapsed >= 3.0  # waited for the timeout before retrying
+
+
+def test_calls_hanging_past_every_retry_are_recorded_failures(tmp_path, llama_server, small_index, small_corpus):
+    proxy = TCPProxy(urlparse(llama_server).port, hang_first=None)  # every call hangs
+    try:
+        cfg = load_config(None, _openai_overrides(proxy.url, timeout_s=1, max_retries=1))
+        qfile = tmp_path / "q.jsonl"
+        questions = small_corpus[2][:2]
+        qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
+        out = tmp_path / "answers.jsonl"
+        summary = run_questions(Pipeline.from_config(small_index, cfg), qfile, out)
+    finally:
+        proxy.close()
+    assert (summary.answered, summary.failed) == (0, 2)
+    failed = _lines(sidecar(out, "failed"))
+    assert sorted(str(f["id"]) for f in failed) == sorted(str(q["id"]) for q in questions)
+    assert all(f["stage"] == "generate" and "Timeout" in f["error"] for f in failed)
+    assert not out.exists() or out.read_text() == ""
+    # each generation call: the first attempt + 1 retry, each on a new connection (rewrite calls come on top)
+    assert proxy.connections >= 2 * 2
