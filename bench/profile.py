@@ -59,24 +59,29 @@ def main(argv=None) -> int:
     ap.add_argument("--rate", type=int, default=50)
     ap.add_argument("-o", "--workdir", required=True)
     ap.add_argument("--out", default="docs/bench/profile.md")
+    ap.add_argument("--summarise-only", action="store_true", help="re-read WORKDIR/stacks.txt, do not run")
     args = ap.parse_args(argv)
     if shutil.which("py-spy") is None:
         ap.error('py-spy is not installed: pip install py-spy')
     work = Path(args.workdir)
-    if work.exists():
+    if work.exists() and not args.summarise_only:
         shutil.rmtree(work)
-    work.mkdir(parents=True)
+    work.mkdir(parents=True, exist_ok=True)
     stacks = work / "stacks.txt"
     run = [shutil.which("preqrag") or "preqrag", "run", args.questions, "--index", args.index,
            "-o", str(work / "answers.jsonl"), "--limit", str(args.limit)]
     if args.config:
         run += ["--config", args.config]
     cmd = ["py-spy", "record", "--format", "raw", "-r", str(args.rate), "-o", str(stacks), "--"] + run
-    rc = subprocess.run(cmd).returncode
+    rc = subprocess.run(cmd).returncode if not args.summarise_only else 0
     counts: collections.Counter = collections.Counter()
     model: dict[str, bool] = {}
+    background = 0
     for line in stacks.read_text(encoding="utf-8").splitlines():
         stack, _, n = line.rpartition(" ")
+        if not stack.startswith("<module>"):  # other threads: rich's refresh thread, idle pool workers
+            background += int(n)
+            continue
         name, is_model = classify(stack)
         counts[name] += int(n)
         model[name] = is_model
@@ -86,7 +91,8 @@ def main(argv=None) -> int:
              f"Command: `python bench/profile.py --limit {args.limit} ...` → `py-spy record -r {args.rate} -- "
              f"{' '.join(run[1:])}`  ",
              f"Machine: {describe(machine())}. Date: {datetime.date.today().isoformat()}. "
-             f"{total} samples of the main thread while running (idle samples excluded).", "",
+             f"{total} samples of the main thread while running (idle samples excluded; {background} samples of "
+             f"background threads — mostly the progress bar's refresh thread waiting on a condition — left out).", "",
              "| where | model inference? | samples | share |", "|---|---|---|---|"]
     for name, n in counts.most_common():
         lines.append(f"| {name} | {'yes' if model[name] else 'no'} | {n} | {100 * n / total:.1f} % |")
