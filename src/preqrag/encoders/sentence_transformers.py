@@ -45,7 +45,7 @@ class SentenceTransformerEncoder:
             try:
                 from sentence_transformers import SentenceTransformer
             except ImportError as e:  # pragma: no cover
-                raise ImportError('sentence-transformers models need: pip install "preqrag[local]"') from e
+                raise ImportError('sentence-transformers models need: pip install "sentence-transformers==6.2.0" "torch==2.13.0"') from e
             self._model = SentenceTransformer(self.location, device="cpu")
         return self._model
 

@@ -27,7 +27,7 @@ class STCrossEncoder:
             try:
                 from sentence_transformers import CrossEncoder
             except ImportError as e:  # pragma: no cover
-                raise ImportError('sentence-transformers cross-encoders need: pip install "preqrag[local]"') from e
+                raise ImportError('sentence-transformers cross-encoders need: pip install "sentence-transformers==6.2.0" "torch==2.13.0"') from e
             self._model = CrossEncoder(self.location, max_length=self.max_length, device="cpu")
         with model_time("cross-encoder"):
             scores = self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)

@@ -1,6 +1,6 @@
 """Sampling profile of `preqrag run` with py-spy, summarised by where the time goes.
 
-  python bench/profile.py --index IDX --questions Q.jsonl --limit 24 -o /tmp/prof \
+  python bench/profile_run.py --index IDX --questions Q.jsonl --limit 24 -o /tmp/prof \
       [--config CFG] [--rate 50] [--out docs/bench/profile.md]
 
 Runs ``py-spy record --format raw`` around the real ``preqrag run`` command (py-spy samples
@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     total = sum(counts.values())
     inside = sum(n for k, n in counts.items() if model[k])
     lines = ["# Where a run spends its time (py-spy sampling profile)", "",
-             f"Command: `python bench/profile.py --limit {args.limit} ...` → `py-spy record -r {args.rate} -- "
+             f"Command: `python bench/profile_run.py --limit {args.limit} ...` → `py-spy record -r {args.rate} -- "
              f"{' '.join(run[1:])}`  ",
              f"Machine: {describe(machine())}. Date: {datetime.date.today().isoformat()}. "
              f"{total} samples of the main thread while running (idle samples excluded; {background} samples of "
