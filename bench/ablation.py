@@ -30,18 +30,19 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import os
-import platform
 import random
 import sys
 import time
 from pathlib import Path
 
-from preqrag.config import load_config
-from preqrag.evaluation import evaluate_retrieval
-from preqrag.evaluation.classification import evaluate_classification, predictions_from_traces
-from preqrag.io import atomic_write_text, read_questions
-from preqrag.pipeline import Pipeline
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import describe, machine  # noqa: E402
+
+from preqrag.config import load_config  # noqa: E402
+from preqrag.evaluation import evaluate_retrieval  # noqa: E402
+from preqrag.evaluation.classification import evaluate_classification, predictions_from_traces  # noqa: E402
+from preqrag.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.pipeline import Pipeline  # noqa: E402
 
 ROWS = {
     "bm25-raw": {"rewriter": {"name": "none"}, "retrieval": {"use_dense": False}, "reranker": {"name": "none"}},
@@ -150,11 +151,12 @@ def classifier_cv_line() -> str:
 
 def write_markdown(rows: list[dict], path: Path, command: str) -> None:
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
-    star = lambda r: "*" if any(v["hits"] for v in r.get("cache_hits", {}).values()) else ""  # noqa: E731
+    star = lambda r: "*" if any(v["hits"] for k, v in r.get("cache_hits", {}).items()  # noqa: E731
+                                if k in ("reranker", "llm")) else ""
     lines = ["# Retrieval ablation ladder", "",
-             f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, {platform.platform()}. "
+             f"Machine: {describe(machine())}. "
              f"Date: {datetime.date.today().isoformat()}.", "",
-             f"Command (last): `{command}`", "",
+             f"Command{'s' if chr(10) in command else ' (last)'}: {command}", "",
              "Quality on the final ranking at document level; seconds/question exclude generation "
              "(rows marked * reused cached model outputs, so their seconds are lower than a cold run's).", "",
              classifier_cv_line(), ""]
