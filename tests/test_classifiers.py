@@ -23,7 +23,7 @@ from preqrag.classifiers.llm import parse_reply
 from preqrag.classifiers.model import BUNDLED_MODEL, QuestionTypeModel
 from preqrag.classifiers.train import fit_tuned, export_model, load_labelled, train_model
 from preqrag.config import load_config
-from preqrag.stages import Classifier, LLMError
+from preqrag.stages import Classifier, LLMError, chat_each
 
 BENCH = Path("/work/shared/liverag-bench")
 DEV = BENCH / "dev.jsonl"
@@ -156,13 +156,7 @@ class FakeLLM:
         return reply
 
     def chat_many(self, requests, *, max_tokens, temperature=0.0):
-        out = []
-        for messages in requests:
-            try:
-                out.append(self.chat(messages, max_tokens=max_tokens, temperature=temperature))
-            except LLMError as e:
-                out.append(e)
-        return out
+        return chat_each(self, requests, max_tokens=max_tokens, temperature=temperature)
 
 
 @pytest.mark.parametrize("reply, expected", [

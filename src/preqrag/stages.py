@@ -39,6 +39,20 @@ class LLM(Protocol):
         ...
 
 
+def chat_each(llm: LLM, requests: list[list[dict]], *, max_tokens: int,
+              temperature: float = 0.0) -> list[str | LLMError]:
+    """``chat_many`` for backends that serve one request at a time: calls ``llm.chat`` on
+    each conversation in order; a request whose ``chat`` raises LLMError yields that error
+    in place (other exceptions propagate). Returns ``len(requests)`` items."""
+    results: list[str | LLMError] = []
+    for messages in requests:
+        try:
+            results.append(llm.chat(messages, max_tokens=max_tokens, temperature=temperature))
+        except LLMError as e:
+            results.append(e)
+    return results
+
+
 @runtime_checkable
 class Classifier(Protocol):
     """Single- vs multi-document question classifier (PreQRAG §2.1)."""

@@ -7,7 +7,7 @@ import threading
 
 from ..config import LLMConfig
 from ..registry import resolve
-from ..stages import LLMError
+from ..stages import LLMError, chat_each
 from ..timing import model_time
 
 
@@ -64,10 +64,4 @@ class LlamaCppLLM:
     def chat_many(self, requests: list[list[dict]], *, max_tokens: int,
                   temperature: float = 0.0) -> list[str | LLMError]:
         """Sequential (one llama.cpp context); a failure is returned in place, not raised."""
-        results: list[str | LLMError] = []
-        for messages in requests:
-            try:
-                results.append(self.chat(messages, max_tokens=max_tokens, temperature=temperature))
-            except LLMError as e:
-                results.append(e)
-        return results
+        return chat_each(self, requests, max_tokens=max_tokens, temperature=temperature)
