@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -27,9 +28,19 @@ from .rewriting import IdentityRewriter, PreQRAGRewriter
 from .stages import LLM, Classifier, Fusion, Generator, LLMError, Reranker, Rewriter
 
 
-def _failed(q: Question, e: Exception) -> "Outcome":
-    return Outcome(q, failure=Failure(id=q.id, question=q.question, error=f"{type(e).__name__}: {e}",
-                                      stage=getattr(e, "stage", None)))
+def _isolated(items: list, run_batch: Callable[[list], list["Outcome"]],
+              question_of: Callable[[Any], Question]) -> list["Outcome"]:
+    """``run_batch(items)``; if it raises, retry item by item so that one bad question
+    never loses the others. A single item that raises becomes a failure Outcome naming the
+    error and the stage (the exception's ``stage`` attribute)."""
+    try:
+        return run_batch(items)
+    except Exception as e:
+        if len(items) > 1:
+            return [o for x in items for o in _isolated([x], run_batch, question_of)]
+        q = question_of(items[0])
+        return [Outcome(q, failure=Failure(id=q.id, question=q.question, error=f"{type(e).__name__}: {e}",
+                                           stage=getattr(e, "stage", None)))]
 
 
 @dataclass
@@ -110,24 +121,14 @@ class Pipeline:
         holding its trace, or its failure when retrieval failed for it. Never raises for
         a question's failure. Used with :meth:`generate` to overlap the retrieval of one
         batch with the generation of the previous (``run.overlap``)."""
-        try:
-            return [Outcome(q, trace=t) for q, t in zip(questions, self.retrieve(questions))]
-        except Exception as e:
-            if len(questions) == 1:
-                return [_failed(questions[0], e)]
-            return [o for q in questions for o in self.prepare([q])]
+        return _isolated(questions, lambda qs: [Outcome(q, trace=t) for q, t in zip(qs, self.retrieve(qs))],
+                         lambda q: q)
 
     def generate(self, prepared: list[Outcome]) -> list[Outcome]:
         """Generate answers for the outcomes of :meth:`prepare` (failures pass through, in
         order). A batch that raises is retried question by question."""
         ready = [o for o in prepared if o.failure is None and o.trace is not None]
-        try:
-            done = self._generate_batch(ready) if ready else []
-        except Exception as e:
-            if len(ready) == 1:
-                done = [_failed(ready[0].question, e)]
-            else:
-                done = [o for r in ready for o in self.generate([r])]
+        done = _isolated(ready, self._generate_batch, lambda o: o.question) if ready else []
         by_id = {id(r): d for r, d in zip(ready, done)}
         return [by_id.get(id(o), o) for o in prepared]
 
