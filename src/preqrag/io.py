@@ -194,3 +194,16 @@ def read_jsonl_tolerant(path: str | Path, repair: bool = False) -> list[dict]:
     if bad and repair:
         atomic_write_text(path, "".join(good_lines))
     return good
+
+
+def sidecar(output: str | Path, kind: str) -> Path:
+    """``answers.jsonl`` → ``answers.<kind>.jsonl``: the files a run writes beside its answers
+    (``traces``, ``failed``; see :mod:`preqrag.runner`)."""
+    output = Path(output)
+    stem = output.name[:-len(".jsonl")] if output.name.endswith(".jsonl") else output.name
+    return output.with_name(f"{stem}.{kind}.jsonl")
+
+
+def stats_path(output: str | Path) -> Path:
+    """``answers.jsonl`` → ``answers.run.json`` (the last run's counts and timings)."""
+    return sidecar(output, "run").with_suffix(".json")

@@ -24,22 +24,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .io import InputError, append_jsonl, atomic_write_text, read_jsonl_tolerant, read_questions
+from .io import (InputError, append_jsonl, atomic_write_text, read_jsonl_tolerant, read_questions, sidecar,
+                 stats_path)
 from .pipeline import Outcome, Pipeline
 from .records import Failure, Question
 from .timing import model_calls, model_seconds
-
-
-def sidecar(output: str | Path, kind: str) -> Path:
-    """``answers.jsonl`` → ``answers.<kind>.jsonl``."""
-    output = Path(output)
-    stem = output.name[:-len(".jsonl")] if output.name.endswith(".jsonl") else output.name
-    return output.with_name(f"{stem}.{kind}.jsonl")
-
-
-def stats_path(output: str | Path) -> Path:
-    """``answers.jsonl`` → ``answers.run.json`` (the last run's counts and timings)."""
-    return sidecar(output, "run").with_suffix(".json")
 
 
 @dataclass

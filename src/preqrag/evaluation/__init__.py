@@ -13,8 +13,6 @@ CLI: ``preqrag eval RUN... --questions dev.jsonl -o DIR`` (cli.py).
 
 from __future__ import annotations
 
-from ..runner import sidecar  # the run's file naming lives with the runner
-
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +20,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from ..io import read_jsonl_tolerant
+from ..io import read_jsonl_tolerant, sidecar
 from ..records import Trace
 from .classification import evaluate_classification, predictions_from_traces, read_predictions
 from .judge import judge_answers, summarise_judgments
