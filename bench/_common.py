@@ -26,6 +26,13 @@ def machine() -> dict:
             "python": platform.python_version()}
 
 
+def stage_means(seconds: list[dict[str, float]]) -> dict[str, float]:
+    """Mean seconds per question of every stage, from each trace's ``seconds`` dict (a stage
+    missing from a trace counts 0), rounded to 0.1 ms, stages sorted by name."""
+    stages = sorted({s for sec in seconds for s in sec})
+    return {s: round(sum(sec.get(s, 0.0) for sec in seconds) / len(seconds), 4) for s in stages}
+
+
 def describe(m: dict) -> str:
     """One line for Markdown tables."""
     return f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['os']}, Python {m['python']}"

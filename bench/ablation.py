@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, machine  # noqa: E402
+from _common import describe, machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.evaluation import evaluate_retrieval  # noqa: E402
@@ -103,9 +103,7 @@ def main(argv=None) -> int:
                "single_mrr@10": single.get("mrr@10"), "multi_recall@10": multi.get("recall@10"),
                "multi_all@10": multi.get("all@10"),
                "seconds_per_question": round(wall / len(questions), 4),
-               "seconds_per_question_by_stage": {
-                   s: round(sum(t.seconds.get(s, 0.0) for t in traces) / len(traces), 4)
-                   for s in sorted({s for t in traces for s in t.seconds})},
+               "seconds_per_question_by_stage": stage_means([t.seconds for t in traces]),
                "predicted_multi_share": round(pred_multi / len(traces), 3),
                "fallbacks": sum(bool(t.fallbacks) for t in traces),
                "classifier": cfg.classifier.name,

@@ -28,14 +28,13 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import statistics as st
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, machine  # noqa: E402
+from _common import describe, machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
@@ -67,8 +66,7 @@ def main(argv=None) -> int:
     wall = time.perf_counter() - t0
     stats = json.loads(stats_path(output).read_text())
     traces = [json.loads(line) for line in sidecar(output, "traces").read_text().splitlines() if line.strip()]
-    stages = sorted({s for t in traces for s in t["seconds"]})
-    by_stage = {s: round(st.mean(t["seconds"].get(s, 0.0) for t in traces), 4) for s in stages}
+    by_stage = stage_means([t["seconds"] for t in traces])
     model_total = stats["model_seconds_total"]
     answered = stats["answered"]
     result = {
