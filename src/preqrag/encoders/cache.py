@@ -46,15 +46,13 @@ class CachedEncoder:
             return self.encoder.encode(texts, is_query=False, batch_size=batch_size, show_progress=show_progress)
         prefix = getattr(self.encoder, "query_prefix", "")
         keys = [content_key(self.name, "query", prefix, t) for t in texts]
-        found = self.store.get_many(keys)
-        todo = [i for i, v in enumerate(found) if v is None]
-        fresh = (self.encoder.encode([texts[i] for i in todo], is_query=True, batch_size=batch_size)
-                 if todo else np.zeros((0, 0), dtype=np.float32))
-        self.store.put_many([(keys[i], fresh[j].astype(np.float32).tobytes()) for j, i in enumerate(todo)])
-        out = np.zeros((len(texts), fresh.shape[1] if todo else self.dim), dtype=np.float32)
-        for i, v in enumerate(found):
-            if v is not None:
-                out[i] = np.frombuffer(v, dtype=np.float32)
+        rows = [None if v is None else np.frombuffer(v, dtype=np.float32) for v in self.store.get_many(keys)]
+        todo = [i for i, r in enumerate(rows) if r is None]
         if todo:
-            out[todo] = fresh
-        return out
+            fresh = self.encoder.encode([texts[i] for i in todo], is_query=True, batch_size=batch_size)
+            self.store.put_many([(keys[i], fresh[j].astype(np.float32).tobytes()) for j, i in enumerate(todo)])
+            for j, i in enumerate(todo):
+                rows[i] = fresh[j]
+        if not rows:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.vstack(rows).astype(np.float32, copy=False)
