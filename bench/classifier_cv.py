@@ -190,7 +190,7 @@ def render_md(report: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description="Cross-validated comparison of question classifiers.")
-    ap.add_argument("--questions", type=Path, default=Path("/work/shared/liverag-bench/dev.jsonl"))
+    ap.add_argument("--questions", type=Path, default=Path(__file__).resolve().parent.parent.parent / "shared" / "liverag-bench" / "dev.jsonl")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--folds", type=int, default=5)
     ap.add_argument("--llm-sample", type=int, default=200)
@@ -301,7 +301,7 @@ def main() -> None:
         "with 1 llama.cpp thread at load average ~4 (490 s for the 200 calls of the first run; later runs read the "
         "replies from the --cache-dir LLM cache, hence llm_seconds 0 in classifier.json).",
         "'combined' is implemented as multi if the rules OR the LLM say multi (the paper does not say how it combined them).",
-        "The shipped model is trained on all of dev.jsonl with `preqrag train-classifier /work/shared/liverag-bench/dev.jsonl "
+        "The shipped model is trained on all of dev.jsonl with `preqrag train-classifier ../shared/liverag-bench/dev.jsonl "
         "-o src/preqrag/data/classifier.json --seed 0`; its threshold is tuned by grouped inner CV the same way.",
     ]
     atomic_write_text(args.out, json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n")

@@ -17,7 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
-DEFAULT_QUESTIONS = Path("/work/shared/liverag-bench/dev.jsonl")
+DEFAULT_QUESTIONS = Path(__file__).resolve().parent.parent.parent / "shared" / "liverag-bench" / "dev.jsonl"
 
 
 def measure(clf, questions: list[str], repeats: int = 3, n_single: int = 300) -> dict:

@@ -36,6 +36,8 @@ from preqrag.runner import run_questions  # noqa: E402
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
+    from preqrag.llm.llama_build import server_env
+
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -43,7 +45,7 @@ def start_server() -> tuple[subprocess.Popen, str]:
     proc = subprocess.Popen([sys.executable, "-m", "llama_cpp.server", "--model", gguf, "--model_alias", "smollm2",
                              "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
                              "--n_threads", str(os.cpu_count() or 2), "--flash_attn", "true"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=server_env())
     url = f"http://127.0.0.1:{port}"
     for _ in range(360):
         try:

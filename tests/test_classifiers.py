@@ -1,6 +1,6 @@
 """Question classifiers (PreQRAG §2.1): rules, learned (shipped model), LLM parsing, CLI.
 
-Real data from /work/shared/liverag-bench (dev.jsonl, smoke.jsonl). The LLM tests use a
+Real data from shared/liverag-bench beside the repo (dev.jsonl, smoke.jsonl). The LLM tests use a
 fake LLM only to exercise the strict reply parsing and the fallbacks.
 """
 
@@ -25,11 +25,16 @@ from preqrag.classifiers.train import fit_tuned, export_model, load_labelled, tr
 from preqrag.config import load_config
 from preqrag.stages import Classifier, LLMError, chat_each
 
-BENCH = Path("/work/shared/liverag-bench")
-DEV = BENCH / "dev.jsonl"
-SMOKE = BENCH / "smoke.jsonl"
+from _bench import DEV, SMOKE, bench_file
 
-needs_bench = pytest.mark.skipif(not DEV.exists(), reason="liverag-bench data not available")
+
+@pytest.fixture
+def bench_data():
+    bench_file(DEV)
+    bench_file(SMOKE)
+
+
+needs_bench = pytest.mark.usefixtures("bench_data")
 
 
 def _rows(path: Path) -> list[dict]:

@@ -22,17 +22,14 @@ from preqrag.io import read_questions
 from preqrag.records import Classification, QueryPlan, Ranking, SubQuery, Trace
 from preqrag.stages import LLMError
 
-BENCH = Path("/work/shared/liverag-bench")
-SMOKE = BENCH / "smoke.jsonl"
-
-pytestmark = pytest.mark.skipif(not SMOKE.exists(), reason="liverag-bench smoke data not available")
+from _bench import BENCH, SMOKE, bench_file
 
 
 # ---------------------------------------------------------------------------- helpers
 
 @pytest.fixture(scope="module")
 def smoke():
-    qs, errors = read_questions(SMOKE)
+    qs, errors = read_questions(bench_file(SMOKE))
     assert not errors
     return qs
 

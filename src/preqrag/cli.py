@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from importlib import resources
@@ -23,6 +24,12 @@ import typer
 from rich.console import Console
 
 from .config import ConfigError, PipelineConfig, dump_config, load_config
+
+# A newcomer's screen shows stage progress and answers, not a library's per-model loading bars
+# ("Loading weights" from transformers, once per model load). Users can still set these.
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+os.environ.setdefault("TQDM_DISABLE", "1")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="PreQRAG: classify, rewrite, retrieve, rerank and answer (LiveRAG format).")
@@ -73,13 +80,23 @@ def index(corpus: Path = typer.Option(..., "--corpus", exists=True, dir_okay=Fal
 
 
 def _pipeline(index_dir: Path, cfg: PipelineConfig):
+    """Check every configured model, open the index, build the stages and load every model,
+    so that a configuration that cannot work fails (exit 2) before the first question."""
     from .index import IndexOpenError
     from .pipeline import Pipeline
+    from .preflight import ModelUnavailable, require_models
 
     try:
-        return Pipeline.from_config(index_dir, cfg)
-    except (IndexOpenError, ValueError, FileNotFoundError) as e:
-        err.print(f"[red]error:[/red] {e}")
+        require_models(cfg)
+        pipeline = Pipeline.from_config(index_dir, cfg)
+        pipeline.warm_up()
+        return pipeline
+    except ModelUnavailable as e:
+        for problem in e.problems:
+            err.print(f"[red]model unavailable:[/red] {problem}")
+        raise typer.Exit(2)
+    except (IndexOpenError, ValueError, FileNotFoundError, ImportError, OSError) as e:
+        err.print(f"[red]error:[/red] {type(e).__name__}: {e}")
         raise typer.Exit(2)
 
 
@@ -111,9 +128,16 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     """Answer a question file; re-running resumes and retries failed questions."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from .io import read_questions
     from .runner import run_questions, sidecar
 
-    pipeline = _pipeline(index_dir, _config(config))
+    cfg = _config(config)
+    qs, bad = read_questions(questions)
+    if not qs:
+        err.print(f"[red]error:[/red] {questions} holds no questions"
+                  + (f" ({len(bad)} bad lines, first: {bad[0]})" if bad else " (it is empty)"))
+        raise typer.Exit(2)
+    pipeline = _pipeline(index_dir, cfg)
     with Progress(TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err) as bar:
         task = bar.add_task("answering", total=None)
@@ -136,7 +160,15 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
     from .index import build_index
     from .runner import run_questions
 
+    from .preflight import ModelUnavailable, require_models
+
     cfg = _config(config)
+    try:
+        require_models(cfg)
+    except ModelUnavailable as e:
+        for problem in e.problems:
+            err.print(f"[red]model unavailable:[/red] {problem}")
+        raise typer.Exit(2)
     work = Path(workdir or tempfile.mkdtemp(prefix="preqrag-demo-"))
     data = resources.files("preqrag") / "data"
     with resources.as_file(data / "demo_corpus.jsonl.gz") as corpus, \
@@ -145,9 +177,7 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
         if not (idx / "manifest.json").exists():
             err.print(f"indexing the demo corpus into {idx} ...")
             build_index(corpus, idx, cfg, overwrite=True)
-        from .pipeline import Pipeline
-
-        pipeline = Pipeline.from_config(idx, cfg)
+        pipeline = _pipeline(idx, cfg)
         out = work / "answers.jsonl"
         summary = run_questions(pipeline, qfile, out)
     for line in out.read_text().splitlines():
@@ -167,7 +197,7 @@ def show_config(config: Optional[Path] = ConfigOpt):
 
 def _register_optional():
     # Commands that live with their stage: classifier training/prediction, evaluation.
-    for module in ("preqrag.classifiers.cli", "preqrag.evaluation.cli"):
+    for module in ("preqrag.classifiers.cli", "preqrag.evaluation.cli", "preqrag.serve.cli"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError as e:  # pragma: no cover - only while a module is missing

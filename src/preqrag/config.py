@@ -98,7 +98,9 @@ class GeneratorConfig(_Section):
     prompt: Literal["A", "B", "C", "D"] = Field("B", description="Appendix B.3 prompt; B won.")
     max_new_tokens: int = Field(200, ge=1, description="Paper: answers under 200 tokens.")
     max_words: int = Field(300, ge=1, description="LiveRAG evaluates only the first 300 words.")
-    max_passage_tokens: int = Field(512, ge=16, description="Per-passage cap in the prompt.")
+    max_passage_tokens: int = Field(512, ge=16, description=(
+        "Per-passage cap in the prompt, in LLM tokens; passages are further shortened when the "
+        "prompt would not fit llm.n_ctx (see preqrag.generation.fit_prompt)."))
 
 
 class LLMConfig(_Section):
@@ -108,7 +110,9 @@ class LLMConfig(_Section):
     model: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct", description=(
         "llama-cpp: a registry name or a .gguf path; openai: the served model name. "
         "The paper used Falcon3-10B-Instruct (a LiveRAG requirement)."))
-    n_ctx: int = Field(4096, ge=256, description="llama-cpp context window (tokens).")
+    n_ctx: int = Field(4096, ge=256, description=(
+        "Context window in tokens: llama-cpp's context size; for openai, the served model's window "
+        "that prompts are fitted to (over-long questions and passages are cut, recorded in the trace)."))
     n_threads: int | None = Field(None, description="llama-cpp threads; null = all cores.")
     base_url: str | None = Field(None, description="openai: server URL, e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")

@@ -8,9 +8,95 @@ by default), the numbered context passages, and the question. That message is th
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 from .config import GeneratorConfig
 from .stages import LLM, LLMError
+
+CHAT_TEMPLATE_MARGIN = 32
+"""Tokens reserved for the chat template around the user message (SmolLM2's adds ~10)."""
+
+QUESTION_SHARE = 0.25
+"""When a prompt overflows the window, the question keeps at most this share of the space
+left after the instruction (the passages share the rest): the answer needs both."""
+
+
+def approx_tokens(text: str) -> int:
+    """A conservative token count for backends without a local tokenizer: one token per 3
+    characters (English BPE averages ~4 characters per token)."""
+    return (len(text) + 2) // 3
+
+
+def truncate_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+    """The longest whitespace-word prefix of ``text`` with ``count(prefix) <= max_tokens``
+    (binary search over the number of words; ``count`` is called O(log words) times)."""
+    if count(text) <= max_tokens:
+        return text
+    words = text.split()
+    lo, hi = 0, len(words)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(" ".join(words[:mid])) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo])
+
+
+class FittedPrompt(NamedTuple):
+    """A prompt that fits the LLM's window: ``text`` and what was cut (``truncations``,
+    e.g. ``"question: 200740 -> 960 tokens"``; empty when nothing was)."""
+
+    text: str
+    truncations: list[str]
+
+
+def fit_prompt(question: str, passages: list[str], *, prompt: str, count: Callable[[str], int],
+               window: int, max_new_tokens: int, max_passage_tokens: int) -> FittedPrompt:
+    """Build the generation prompt so that it plus ``max_new_tokens`` fits ``window`` tokens.
+
+    1. Each passage is cut to ``max_passage_tokens`` (``[generator] max_passage_tokens``).
+    2. If the prompt still overflows, the question is cut to at most
+       :data:`QUESTION_SHARE` of the space left after the instruction, and the passages
+       share the rest equally (a short passage's unused share goes to the others).
+
+    Raises:
+        ValueError: the window cannot hold the instruction and ``max_new_tokens``.
+    """
+    cuts: list[str] = []
+
+    def cut(label: str, text: str, limit: int) -> str:
+        n = count(text)
+        if n <= limit:
+            return text
+        out = truncate_tokens(text, limit, count)
+        cuts.append(f"{label}: {n} -> {count(out)} tokens")
+        return out
+
+    passages = [cut(f"passage {i}", p, max_passage_tokens) for i, p in enumerate(passages, 1)]
+    budget = window - max_new_tokens - CHAT_TEMPLATE_MARGIN
+    text = build_prompt(question, passages, prompt)
+    if count(text) <= budget:
+        return FittedPrompt(text, cuts)
+    fixed = count(build_prompt("", ["" for _ in passages], prompt))
+    room = budget - fixed
+    if room <= 0:
+        raise ValueError(f"the LLM window ({window} tokens) cannot hold the instruction and "
+                         f"{max_new_tokens} new tokens; raise llm.n_ctx or lower generator.max_new_tokens")
+    question = cut("question", question, max(1, int(room * QUESTION_SHARE)))
+    room -= count(question)
+    sizes = sorted(range(len(passages)), key=lambda i: count(passages[i]))
+    fitted = list(passages)
+    for rank, i in enumerate(sizes):
+        share = max(0, room // (len(passages) - rank))
+        fitted[i] = cut(f"passage {i + 1}", passages[i], share) if share else ""
+        room -= count(fitted[i])
+    text = build_prompt(question, fitted, prompt)
+    # Joining pieces can merge tokens differently; trim the question until the whole fits.
+    while count(text) > budget and question:
+        question = truncate_tokens(question, max(0, count(question) - 16), count)
+        text = build_prompt(question, fitted, prompt)
+    return FittedPrompt(text, cuts)
 
 # PreQRAG Appendix B.3, verbatim.
 INSTRUCTIONS = {
@@ -37,11 +123,22 @@ def truncate_words(text: str, max_words: int) -> str:
     return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
 
 
+class Generated(NamedTuple):
+    """One generated answer: the ``final_prompt`` sent, the ``answer`` (an LLMError when the
+    call failed) and the ``truncations`` made to fit the LLM's window."""
+
+    final_prompt: str
+    answer: str | LLMError
+    truncations: list[str]
+
+
 class LLMGenerator:
     """Answers with an LLM, greedy decoding (Appendix B.2), at most ``max_new_tokens`` tokens.
 
-    ``generate`` returns, per question, ``(final_prompt, answer)``; the answer is an
-    LLMError when the call failed (the pipeline records the question as failed).
+    The prompt is fitted to the LLM's context window (:func:`fit_prompt`): the LLM's own
+    tokenizer counts tokens where it has one (``count_tokens``, llama.cpp), else
+    :func:`approx_tokens`; the window is the LLM's ``context_window`` (``llm.n_ctx``).
+    ``generate`` returns one :class:`Generated` per question.
     """
 
     name = "llm"
@@ -49,13 +146,17 @@ class LLMGenerator:
     def __init__(self, llm_factory: Callable[[], LLM], cfg: GeneratorConfig):
         self.llm_factory = llm_factory
         self.cfg = cfg
-        self._llm: LLM | None = None
 
-    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[tuple[str, str | LLMError]]:
-        if self._llm is None:
-            self._llm = self.llm_factory()
-        prompts = [build_prompt(q, c, self.cfg.prompt) for q, c in zip(questions, contexts)]
-        replies = self._llm.chat_many([[{"role": "user", "content": p}] for p in prompts],
-                                      max_tokens=self.cfg.max_new_tokens, temperature=0.0)
-        return [(p, r if isinstance(r, LLMError) else truncate_words(r, self.cfg.max_words))
-                for p, r in zip(prompts, replies)]
+    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[Generated]:
+        llm = self.llm_factory()
+        count = getattr(llm, "count_tokens", None) or approx_tokens
+        window = int(getattr(llm, "context_window", None) or 4096)
+        fitted = [fit_prompt(q, c, prompt=self.cfg.prompt, count=count, window=window,
+                             max_new_tokens=self.cfg.max_new_tokens,
+                             max_passage_tokens=self.cfg.max_passage_tokens)
+                  for q, c in zip(questions, contexts)]
+        replies = llm.chat_many([[{"role": "user", "content": f.text}] for f in fitted],
+                                max_tokens=self.cfg.max_new_tokens, temperature=0.0)
+        return [Generated(f.text, r if isinstance(r, LLMError) else truncate_words(r, self.cfg.max_words),
+                          [f"generate: {t}" for t in f.truncations])
+                for f, r in zip(fitted, replies)]

@@ -35,12 +35,6 @@ class InputError:
         return f"{self.file}:{self.line}: {self.field}: {self.message}"
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
 def read_questions(path: str | Path) -> tuple[list[Question], list[InputError]]:
     """Read a question file, keeping every valid line.
 
@@ -50,8 +44,9 @@ def read_questions(path: str | Path) -> tuple[list[Question], list[InputError]]:
 
     Returns:
         ``(questions, errors)``: the valid questions in file order, and one InputError per
-        rejected line (invalid JSON, not an object, missing/empty ``id`` or ``question``,
-        duplicate ``id``). Blank lines are skipped.
+        rejected line (not UTF-8, invalid JSON, not an object, missing/empty ``id`` or
+        ``question``, duplicate ``id``). Blank lines are skipped; a leading UTF-8 BOM is
+        ignored.
 
     Raises:
         FileNotFoundError: the file does not exist.
@@ -60,33 +55,51 @@ def read_questions(path: str | Path) -> tuple[list[Question], list[InputError]]:
     questions: list[Question] = []
     errors: list[InputError] = []
     seen: set[str] = set()
-    with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                errors.append(InputError(str(path), lineno, "<line>", f"invalid JSON: {e.msg}"))
-                continue
-            if not isinstance(obj, dict):
-                errors.append(InputError(str(path), lineno, "<line>", "not a JSON object"))
-                continue
-            qid = obj.get("id")
-            if qid is None or isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
-                errors.append(InputError(str(path), lineno, "id", "missing or not a string/integer"))
-                continue
-            text = obj.get("question")
-            if not isinstance(text, str) or not text.strip():
-                errors.append(InputError(str(path), lineno, "question", "missing or empty"))
-                continue
-            if str(qid) in seen:
-                errors.append(InputError(str(path), lineno, "id", f"duplicate id {qid!r}"))
-                continue
-            seen.add(str(qid))
-            extra = {k: v for k, v in obj.items() if k not in ("id", "question")}
-            questions.append(Question(id=qid, question=text.strip(), extra=extra))
+    for lineno, line, bad in _lines(path):
+        if bad is not None:
+            errors.append(InputError(str(path), lineno, "<line>", bad))
+            continue
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            errors.append(InputError(str(path), lineno, "<line>", f"invalid JSON: {e.msg}"))
+            continue
+        if not isinstance(obj, dict):
+            errors.append(InputError(str(path), lineno, "<line>", "not a JSON object"))
+            continue
+        qid = obj.get("id")
+        if qid is None or isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
+            errors.append(InputError(str(path), lineno, "id", "missing or not a string/integer"))
+            continue
+        text = obj.get("question")
+        if not isinstance(text, str) or not text.strip():
+            errors.append(InputError(str(path), lineno, "question", "missing or empty"))
+            continue
+        if str(qid) in seen:
+            errors.append(InputError(str(path), lineno, "id", f"duplicate id {qid!r}"))
+            continue
+        seen.add(str(qid))
+        extra = {k: v for k, v in obj.items() if k not in ("id", "question")}
+        questions.append(Question(id=qid, question=text.strip(), extra=extra))
     return questions, errors
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str, str | None]]:
+    """``(line number, text, error)`` for each line of a (gzipped) text file, decoded as
+    UTF-8 line by line, so that one undecodable line is reported (``error`` set, ``text``
+    empty) and the others are still read. A UTF-8 byte-order mark at the start of the file
+    (written by Windows tools) is skipped."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, 1):
+            if lineno == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                yield lineno, raw.decode("utf-8"), None
+            except UnicodeDecodeError as e:
+                yield lineno, "", f"not valid UTF-8 (byte {e.start + 1}: {raw[e.start:e.start + 1]!r})"
 
 
 def iter_corpus(path: str | Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -94,39 +107,58 @@ def iter_corpus(path: str | Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
 
     Args:
         path: ``.jsonl``, ``.jsonl.gz`` (objects with ``id`` and ``text``) or ``.parquet``
-            (FineWeb columns ``id``, ``text``; other columns become metadata).
+            (FineWeb columns ``id``, ``text``; other columns become metadata; read one row
+            group batch at a time).
 
     Raises:
-        ValueError: a line/row without a string ``id`` or ``text``, naming file, line and field.
+        ValueError: a line/row that is not UTF-8 or lacks a string ``id`` or ``text``, or a
+            document ``id`` seen before (LiveRAG ``doc_IDs`` must be unambiguous), naming the
+            file, the line(s) or row(s) and the field.
         FileNotFoundError: missing file.
     """
     path = Path(path)
+    first_seen: dict[str, int] = {}  # doc id -> line/row of its first occurrence
+
+    def check_unique(doc_id: str, where: int, unit: str) -> None:
+        prev = first_seen.setdefault(doc_id, where)
+        if prev != where:
+            raise ValueError(f"{path}:{where}: id: duplicate document id {doc_id!r} (first at {unit} {prev}); "
+                             "document ids must be unique")
+
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        table = pq.read_table(path)
+        pf = pq.ParquetFile(path)
         for name in ("id", "text"):
-            if name not in table.column_names:
+            if name not in pf.schema_arrow.names:
                 raise ValueError(f"{path}: column {name!r} missing (FineWeb columns are 'id', 'text')")
-        for rowno, row in enumerate(table.to_pylist(), 1):
-            doc_id, text = row.pop("id"), row.pop("text")
-            if not isinstance(doc_id, str) or not isinstance(text, str):
-                raise ValueError(f"{path}: row {rowno}: id/text must be strings")
-            yield doc_id, text, row
+        rowno = 0
+        for batch in pf.iter_batches(batch_size=4096):
+            for row in batch.to_pylist():
+                rowno += 1
+                doc_id, text = row.pop("id"), row.pop("text")
+                if not isinstance(doc_id, str) or not isinstance(text, str):
+                    raise ValueError(f"{path}: row {rowno}: id/text must be strings")
+                check_unique(doc_id, rowno, "row")
+                yield doc_id, text, row
         return
-    with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: <line>: invalid JSON: {e.msg}") from e
-            for name in ("id", "text"):
-                if not isinstance(obj.get(name), str):
-                    raise ValueError(f"{path}:{lineno}: {name}: missing or not a string")
-            doc_id, text = obj.pop("id"), obj.pop("text")
-            yield doc_id, text, obj
+    for lineno, line, bad in _lines(path):
+        if bad is not None:
+            raise ValueError(f"{path}:{lineno}: <line>: {bad}")
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{lineno}: <line>: invalid JSON: {e.msg}") from e
+        if not isinstance(obj, dict):
+            raise ValueError(f"{path}:{lineno}: <line>: not a JSON object")
+        for name in ("id", "text"):
+            if not isinstance(obj.get(name), str):
+                raise ValueError(f"{path}:{lineno}: {name}: missing or not a string")
+        doc_id, text = obj.pop("id"), obj.pop("text")
+        check_unique(doc_id, lineno, "line")
+        yield doc_id, text, obj
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

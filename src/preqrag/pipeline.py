@@ -108,6 +108,18 @@ class Pipeline:
         return cls(index, cfg, load_classifier(cfg, lazy), rewriter, load_fusion(cfg.fusion),
                    load_reranker(cfg.reranker, cfg.run.cache_dir), LLMGenerator(lazy, cfg.generator))
 
+    def warm_up(self) -> None:
+        """Load every model the stages use (embedder, cross-encoder, LLM) now, so that the
+        first question does not pay for loading and a model that cannot load fails here."""
+        for component in (self.index.encoder, self.reranker, self._llm()):
+            fn = getattr(component, "warm_up", None)
+            if fn is not None:
+                fn()
+
+    def _llm(self) -> LLM | None:
+        lazy = getattr(self.generator, "llm_factory", None)
+        return lazy() if lazy is not None else None
+
     # ------------------------------------------------------------------ batch API
     def answer(self, questions: list[Question]) -> list[Outcome]:
         """Answer a batch; never raises for a question's failure (it becomes an Outcome.failure).
@@ -206,8 +218,9 @@ class Pipeline:
             raise
         per_q = round((time.perf_counter() - t0) / len(questions), 4)
         outcomes = []
-        for q, trace, (prompt, answer) in zip(questions, traces, generated):
+        for q, trace, (prompt, answer, truncations) in zip(questions, traces, generated):
             trace.seconds["generate"] = per_q
+            trace.truncations = list(truncations)
             if isinstance(answer, LLMError):
                 outcomes.append(Outcome(q, trace=trace, failure=Failure(
                     id=q.id, question=q.question, error=str(answer), stage="generate")))

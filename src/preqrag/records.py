@@ -133,6 +133,7 @@ class Trace(BaseModel):
         context_ids: passage ids put in the prompt, in prompt order.
         seconds: stage name → wall seconds spent on this question.
         fallbacks: every fallback taken, across stages.
+        truncations: what was cut to fit a model's context window (question, passages).
     """
 
     id: str | int
@@ -142,6 +143,8 @@ class Trace(BaseModel):
     context_ids: list[str] = Field(default_factory=list)
     seconds: dict[str, float] = Field(default_factory=dict)
     fallbacks: list[str] = Field(default_factory=list)
+    truncations: list[str] = Field(default_factory=list, description=(
+        "What was cut to fit a model's window, e.g. 'generate: question: 200740 -> 960 tokens'."))
 
 
 class LiveRAGPassage(BaseModel):

@@ -116,7 +116,8 @@ class Reranker(Protocol):
 
 @runtime_checkable
 class Generator(Protocol):
-    """Writes the grounded answer; returns ``(final_prompt, answer)`` per question."""
+    """Writes the grounded answer; returns ``(final_prompt, answer, truncations)`` per
+    question (:class:`preqrag.generation.Generated`)."""
 
     name: str
 

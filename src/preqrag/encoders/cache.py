@@ -25,6 +25,12 @@ class CachedEncoder:
         self.name = encoder.name
         self.store = KVStore(cache_dir, "query_embeddings")
 
+    def warm_up(self) -> None:
+        """Load the wrapped model now."""
+        fn = getattr(self.encoder, "warm_up", None)
+        if fn is not None:
+            fn()
+
     @property
     def dim(self) -> int:
         return self.encoder.dim

@@ -29,6 +29,10 @@ class OnnxEncoder:
         self._session = None
         self._tokenizer = None
 
+    def warm_up(self) -> None:
+        """Load the model now (else it loads on first use)."""
+        self._load()
+
     def _load(self):
         if self._session is None:
             self._session, self._tokenizer = load_session_and_tokenizer(self.model_dir, self.max_seq_length)

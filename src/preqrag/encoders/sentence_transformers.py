@@ -40,6 +40,10 @@ class SentenceTransformerEncoder:
         self.bf16 = _cpu_has_bf16() if bf16 is None else bf16
         self._model = None
 
+    def warm_up(self) -> None:
+        """Load the model now (else it loads on first use)."""
+        self._load()
+
     def _load(self):
         if self._model is None:
             try:

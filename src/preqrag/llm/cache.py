@@ -26,6 +26,21 @@ class CachedLLM:
         self.store = KVStore(cache_dir, "llm")
 
     @property
+    def context_window(self) -> int | None:
+        return getattr(self.llm, "context_window", None)
+
+    @property
+    def count_tokens(self):
+        """The wrapped LLM's token counter, or None when it has none."""
+        return getattr(self.llm, "count_tokens", None)
+
+    def warm_up(self) -> None:
+        """Load the wrapped model now."""
+        fn = getattr(self.llm, "warm_up", None)
+        if fn is not None:
+            fn()
+
+    @property
     def hits(self) -> int:
         return self.store.hits
 

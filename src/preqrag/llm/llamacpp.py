@@ -29,25 +29,42 @@ class LlamaCppLLM:
         self._llm = None
         self._lock = threading.Lock()  # a llama.cpp context is not thread-safe
 
+    def warm_up(self) -> None:
+        """Load the model now (else it loads on first use)."""
+        self._load()
+
     def _load(self):
-        if self._llm is None:
-            try:
-                from llama_cpp import Llama
-            except ImportError as e:  # pragma: no cover - depends on the install
-                raise ImportError('llama-cpp-python is needed: pip install "llama-cpp-python==0.3.36"') from e
-            model = resolve(self.cfg.model)
-            kwargs = dict(n_ctx=self.cfg.n_ctx, n_threads=self.cfg.n_threads or os.cpu_count(),
-                          flash_attn=True, verbose=False, seed=0)
-            if model.format == "gguf":
-                self._llm = Llama(model_path=model.location, **kwargs)
-            else:
-                repo_id, _, filename = self.cfg.model.partition(":")
-                self._llm = Llama.from_pretrained(repo_id=repo_id, filename=filename or "*Q4_K_M.gguf", **kwargs)
+        with self._lock:  # two threads must not both build a model
+            if self._llm is None:
+                try:
+                    from llama_cpp import Llama
+                except ImportError as e:  # pragma: no cover - depends on the install
+                    raise ImportError("llama-cpp-python is needed: run ./install.sh (a portable build of "
+                                      "llama-cpp-python==0.3.36)") from e
+                from .llama_build import load_backends
+
+                load_backends()  # a portable build's CPU variant, before llama.cpp starts
+                model = resolve(self.cfg.model)
+                kwargs = dict(n_ctx=self.cfg.n_ctx, n_threads=self.cfg.n_threads or os.cpu_count(),
+                              flash_attn=True, verbose=False, seed=0)
+                if model.format == "gguf":
+                    self._llm = Llama(model_path=model.location, **kwargs)
+                else:
+                    repo_id, _, filename = self.cfg.model.partition(":")
+                    self._llm = Llama.from_pretrained(repo_id=repo_id, filename=filename or "*Q4_K_M.gguf",
+                                                      **kwargs)
         return self._llm
 
+    @property
+    def context_window(self) -> int:
+        """Tokens the context holds (``llm.n_ctx``): prompt plus generated tokens."""
+        return self.cfg.n_ctx
+
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` in the model's tokenizer."""
-        return len(self._load().tokenize(text.encode("utf-8"), add_bos=False))
+        """Tokens of ``text`` in the model's tokenizer (used to fit prompts to the window)."""
+        llm = self._load()
+        with self._lock:
+            return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
     def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0) -> str:
         """One chat completion; raises LLMError when llama.cpp fails (e.g. context overflow)."""

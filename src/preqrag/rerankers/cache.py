@@ -25,6 +25,12 @@ class CachedReranker:
         self.max_length = getattr(reranker, "max_length", None)
         self.store = KVStore(cache_dir, "reranker_scores")
 
+    def warm_up(self) -> None:
+        """Load the wrapped model now."""
+        fn = getattr(self.reranker, "warm_up", None)
+        if fn is not None:
+            fn()
+
     def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         keys = [content_key(self.name, self.max_length, q, p) for q, p in pairs]
         found = self.store.get_many(keys)

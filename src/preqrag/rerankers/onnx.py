@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from tokenizers import Tokenizer
 
 from ..timing import model_time
 from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, run_batch
@@ -24,20 +25,36 @@ class OnnxCrossEncoder:
         self._session = None
         self._tokenizer = None
 
+    def warm_up(self) -> None:
+        """Load the model now (else it loads on first use)."""
+        self._load()
+
     def _load(self):
         if self._session is None:
             self._session, self._tokenizer = load_session_and_tokenizer(self.model_dir, self.max_length)
             self._tokenizer.enable_truncation(max_length=self.max_length, strategy="only_second")
+            self._tokenizer.no_padding()  # batches are padded per encoding (Encoding.pad)
+            self._plain = Tokenizer.from_str(self._tokenizer.to_str())
+            self._plain.no_truncation()
         return self._session, self._tokenizer
+
+    def _fit_question(self, question: str) -> str:
+        """``question`` cut to half of ``max_length`` tokens when longer: truncation
+        ``only_second`` shortens only the passage, and fails when the question alone fills
+        the window (a 200,000-word question)."""
+        limit = self.max_length // 2
+        enc = self._plain.encode(question, add_special_tokens=False)
+        if len(enc.ids) <= limit:
+            return question
+        return question[:enc.offsets[limit - 1][1]]
 
     def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         out = np.zeros(len(pairs), dtype=np.float32)
         if not pairs:
             return out
         session, tok = self._load()
-        tok.no_padding()
-        encodings = tok.encode_batch(pairs)
-        tok.enable_padding(pad_id=0, pad_token="[PAD]")
+        fitted = {q: self._fit_question(q) for q in {q for q, _ in pairs}}
+        encodings = tok.encode_batch([(fitted[q], p) for q, p in pairs])
         for idx in length_sorted_batches([len(e.ids) for e in encodings], self.batch_size):
             batch = [encodings[i] for i in idx]
             width = max(len(e.ids) for e in batch)

@@ -20,15 +20,23 @@ class STCrossEncoder:
         self.batch_size = batch_size
         self._model = None
 
-    def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
-        if not pairs:
-            return np.zeros(0, dtype=np.float32)
+    def warm_up(self) -> None:
+        """Load the model now (else it loads on first use)."""
+        self._load()
+
+    def _load(self):
         if self._model is None:
             try:
                 from sentence_transformers import CrossEncoder
             except ImportError as e:  # pragma: no cover
                 raise ImportError('sentence-transformers cross-encoders need: pip install "sentence-transformers==6.2.0" "torch==2.13.0"') from e
             self._model = CrossEncoder(self.location, max_length=self.max_length, device="cpu")
+        return self._model
+
+    def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        if not pairs:
+            return np.zeros(0, dtype=np.float32)
+        self._load()
         with model_time("cross-encoder"):
             scores = self._model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
         return np.asarray(scores, dtype=np.float32).reshape(len(pairs))

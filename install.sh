@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Install preqrag and everything it needs into the current Python environment, with a
+# llama.cpp that runs on any x86-64 CPU (run-time CPU dispatch, no AMX; see
+# src/preqrag/llm/llama_build.py for why). Usage: ./install.sh   (PYTHON=... to pick a Python)
+#
+# 1. llama-cpp-python is compiled from source with the portable CMake options, bypassing
+#    pip's wheel cache (--no-cache-dir): a natively built wheel cached by an earlier plain
+#    `pip install` is never reused. Skipped when the installed build is already portable.
+# 2. preqrag with its dev extra (tests, the llama.cpp server); the portable build satisfies
+#    its llama-cpp-python requirement, so pip keeps it.
+# 3. The installed llama.cpp is checked: portable, and no AMX instruction in any library.
+set -euo pipefail
+cd "$(dirname "$0")"
+PY="${PYTHON:-python}"
+BUILD="src/preqrag/llm/llama_build.py"
+LLAMA="$("$PY" -c 'import runpy,sys; print(runpy.run_path(sys.argv[1])["LLAMA_CPP_PYTHON"])' "$BUILD")"
+
+if ! "$PY" "$BUILD" quick-check >/dev/null 2>&1; then
+    echo "install.sh: building $LLAMA for any x86-64 CPU (several CPU variants; 15-30 min on 2 cores)" >&2
+    CMAKE_ARGS="$("$PY" "$BUILD" cmake-args) ${CMAKE_ARGS:-}" \
+        "$PY" -m pip install --no-cache-dir --no-binary llama-cpp-python --force-reinstall --no-deps "$LLAMA"
+fi
+"$PY" -m pip install -e ".[dev]"
+"$PY" "$BUILD" check

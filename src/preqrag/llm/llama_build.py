@@ -1,0 +1,236 @@
+"""A llama.cpp that runs on any x86-64 CPU: the portable build of llama-cpp-python.
+
+Why: llama-cpp-python compiles llama.cpp from source with ``GGML_NATIVE=ON``
+(``-march=native``), so the library only runs on CPUs like the one it was built on. On a VM
+whose CPUID advertises AMX without the OS enabling it (Sapphire-Rapids-class cloud
+machines), that build dies with SIGILL in ``libggml-cpu`` (``tileloadd``), and pip's wheel
+cache hands the same native wheel to every later install.
+
+The portable build (``install.sh`` does it) sets :data:`PORTABLE_CMAKE_ARGS`:
+
+* ``GGML_NATIVE=OFF``: nothing is compiled for the build machine's CPU;
+* ``GGML_BACKEND_DL=ON`` + ``GGML_CPU_ALL_VARIANTS=ON``: ggml's CPU backend is built once
+  per x86 micro-architecture level (x64, SSE4.2, AVX, AVX2 "haswell", AVX-512 "skylakex",
+  "icelake", "zen4", ...) as ``libggml-cpu-<variant>.so``; at run time ggml scores each
+  variant against the CPU (``ggml_backend_score``) and loads the best one, so an AVX-512
+  machine gets AVX-512 kernels and an AVX2 machine the AVX2 ones;
+* ``-U__AMX_TILE__ -U__AMX_INT8__ -U__AMX_BF16__``: ggml's AMX kernels are compiled only
+  when these macros are defined (``ggml-cpu/amx/*.cpp``, ``ggml-cpu.c``), so the
+  "sapphirerapids" variant becomes AVX-512-BF16/VNNI code with no AMX instruction in it.
+  AMX stays out because a CPU that advertises it may not run it (the SIGILL above);
+  :func:`amx_instructions` checks the installed files (tests/test_llama_build.py);
+* ``GGML_BACKEND_DIR:STRING=llama_cpp/lib``: the variants are installed beside ``libllama.so``
+  (typed STRING: as an untyped PATH, CMake would make it absolute against the build's
+  working directory, a temporary directory, and the variants would not reach the wheel);
+* ``LLAVA_BUILD=OFF``: no multimodal (mtmd) library, which preqrag never loads
+  (llama-cpp-python imports it only for its llava chat handlers); saves build time.
+
+ggml looks for the variants only beside the Python executable and in the working
+directory, so :func:`load_backends` loads them from the package before llama.cpp starts
+(:class:`preqrag.llm.llamacpp.LlamaCppLLM` calls it), and :func:`server_env` gives a
+``python -m llama_cpp.server`` child process the chosen variant (``GGML_BACKEND_PATH``).
+
+This file uses the standard library only, so ``install.sh`` runs it before preqrag is
+installed: ``python src/preqrag/llm/llama_build.py cmake-args|check|info``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
+"""The pinned binding (vendors llama.cpp; see its CMakeLists)."""
+
+PORTABLE_CMAKE_ARGS = [
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_BACKEND_DL=ON",
+    "-DGGML_CPU_ALL_VARIANTS=ON",
+    "-DGGML_BACKEND_DIR:STRING=llama_cpp/lib",
+    "-DLLAVA_BUILD=OFF",
+    "-DCMAKE_C_FLAGS=-U__AMX_TILE__ -U__AMX_INT8__ -U__AMX_BF16__",
+    "-DCMAKE_CXX_FLAGS=-U__AMX_TILE__ -U__AMX_INT8__ -U__AMX_BF16__",
+]
+"""CMake options of the portable build (module docstring says why each)."""
+
+AMX_MNEMONICS = re.compile(r"\b(ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd(?:t1)?|tilestored|"
+                           r"tdpb[su][su]d|tdpbf16ps|tdpfp16ps|tcmmimfp16ps|tcmmrlfp16ps)\b")
+"""Every AMX instruction (Intel SDM vol. 2, AMX-TILE/INT8/BF16/FP16/COMPLEX)."""
+
+
+class LlamaBuildError(RuntimeError):
+    """The installed llama.cpp cannot be used here (missing, native, or contains AMX)."""
+
+
+def lib_dir() -> Path | None:
+    """The llama.cpp libraries llama-cpp-python loads: ``$LLAMA_CPP_LIB_PATH`` when set (its
+    own override), else ``site-packages/llama_cpp/lib`` (found without importing), or None."""
+    override = os.environ.get("LLAMA_CPP_LIB_PATH")
+    if override:
+        return Path(override) if Path(override).is_dir() else None
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    d = Path(list(spec.submodule_search_locations)[0]) / "lib"
+    return d if d.is_dir() else None
+
+
+def _suffix() -> str:
+    return {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
+
+
+def cpu_variants(libdir: Path) -> list[Path]:
+    """The ``libggml-cpu-<variant>`` modules of a portable build (empty for a native one)."""
+    return sorted(p for p in libdir.glob(f"*ggml-cpu-*{_suffix()}") if p.is_file())
+
+
+def is_portable(libdir: Path) -> bool:
+    """True when the CPU backend is a set of run-time-chosen variants, not one native library."""
+    native = [p for p in libdir.glob(f"*ggml-cpu{_suffix()}*") if p.is_file()]
+    return bool(cpu_variants(libdir)) and not native
+
+
+def amx_instructions(path: Path) -> list[str]:
+    """AMX mnemonics found in a shared library's disassembly (``objdump -d``), sorted, unique.
+
+    Raises:
+        LlamaBuildError: objdump (GNU binutils) is not installed.
+    """
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        raise LlamaBuildError("objdump not found (install binutils) to scan for AMX instructions")
+    out = subprocess.run([objdump, "-d", "--no-show-raw-insn", str(path)], check=True,
+                         capture_output=True, text=True, errors="replace").stdout
+    return sorted(set(AMX_MNEMONICS.findall(out)))
+
+
+def _load_base(libdir: Path) -> None:
+    """Load ``libggml-base`` globally: the variants need it and carry no RPATH to find it
+    (llama-cpp-python sets ``$ORIGIN`` only on the libraries it installs itself)."""
+    base = libdir / f"libggml-base{_suffix()}"
+    if base.exists():
+        ctypes.CDLL(str(base), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+
+
+def variant_scores(libdir: Path) -> dict[str, int]:
+    """``ggml_backend_score()`` of every CPU variant on this CPU (0 = cannot run here).
+
+    This is ggml's own check (``ggml-cpu/arch/x86/cpu-feats.cpp``: CPUID against the
+    variant's compile-time features); ggml loads the highest-scoring variant.
+    """
+    scores = {}
+    _load_base(libdir)
+    for p in cpu_variants(libdir):
+        lib = ctypes.CDLL(str(p))
+        fn = getattr(lib, "ggml_backend_score", None)
+        if fn is None:
+            continue
+        fn.restype = ctypes.c_int
+        scores[p.name] = int(fn())
+    return scores
+
+
+def best_cpu_variant(libdir: Path) -> Path | None:
+    """The variant ggml would load on this CPU, or None (no portable build, or none runs)."""
+    scores = variant_scores(libdir)
+    if not scores or max(scores.values()) <= 0:
+        return None
+    return libdir / max(scores, key=lambda k: scores[k])
+
+
+def load_backends() -> str | None:
+    """Register llama.cpp's CPU backend from the installed package before llama.cpp starts.
+
+    A native build links its CPU backend in (nothing to do); a portable build's variants are
+    loaded with ``ggml_backend_load_all_from_path(llama_cpp/lib)``, which picks the best for
+    this CPU. Idempotent.
+
+    Returns:
+        The chosen variant's file name (portable build) or None (native build / not installed).
+
+    Raises:
+        LlamaBuildError: a portable build with no variant that runs on this CPU.
+    """
+    libdir = lib_dir()
+    if libdir is None or not is_portable(libdir):
+        return None
+    ggml = ctypes.CDLL(str(libdir / f"libggml{_suffix()}"), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+    ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+    best = best_cpu_variant(libdir)
+    if best is None:
+        raise LlamaBuildError(f"no llama.cpp CPU variant in {libdir} runs on this CPU")
+    if ggml.ggml_backend_reg_count() == 0:
+        ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
+        ggml.ggml_backend_load_all_from_path(str(libdir).encode())
+    return best.name
+
+
+def server_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """Environment for a ``python -m llama_cpp.server`` child: with a portable build,
+    ``GGML_BACKEND_PATH`` names the CPU variant for this CPU (ggml loads it at start)."""
+    env = dict(os.environ if env is None else env)
+    libdir = lib_dir()
+    if libdir is not None and is_portable(libdir) and "GGML_BACKEND_PATH" not in env:
+        best = best_cpu_variant(libdir)
+        if best is not None:
+            env["GGML_BACKEND_PATH"] = str(best)
+    return env
+
+
+def check(scan: bool = True) -> dict:
+    """What is installed: ``{"lib_dir", "portable", "variants", "best", "amx"}``.
+
+    Raises:
+        LlamaBuildError: llama-cpp-python missing, a native build, or AMX found (``scan``).
+    """
+    libdir = lib_dir()
+    if libdir is None:
+        raise LlamaBuildError(f"llama-cpp-python is not installed ({LLAMA_CPP_PYTHON}); run ./install.sh")
+    info = {"lib_dir": str(libdir), "portable": is_portable(libdir),
+            "variants": [p.name for p in cpu_variants(libdir)]}
+    if not info["portable"]:
+        raise LlamaBuildError(
+            f"{libdir} holds a llama.cpp built for the CPU it was compiled on (GGML_NATIVE); it may die "
+            "with SIGILL on another CPU. Rebuild it portable: ./install.sh")
+    best = best_cpu_variant(libdir)
+    info["best"] = best.name if best else None
+    if scan:
+        found = {p.name: amx_instructions(p) for p in sorted(libdir.glob(f"*{_suffix()}*")) if p.is_file()}
+        info["amx"] = {k: v for k, v in found.items() if v}
+        if info["amx"]:
+            raise LlamaBuildError(f"AMX instructions in {libdir}: {info['amx']}")
+    return info
+
+
+def main(argv: list[str]) -> int:
+    cmd = argv[0] if argv else "info"
+    if cmd == "cmake-args":
+        print(" ".join(f'"{a}"' if " " in a else a for a in PORTABLE_CMAKE_ARGS))
+        return 0
+    if cmd in ("check", "quick-check"):
+        try:
+            info = check(scan=cmd == "check")
+        except LlamaBuildError as e:
+            print(f"llama.cpp: {e}", file=sys.stderr)
+            return 1
+        print(json.dumps(info))
+        return 0
+    if cmd == "info":
+        libdir = lib_dir()
+        print(json.dumps({"lib_dir": str(libdir) if libdir else None,
+                          "portable": bool(libdir and is_portable(libdir)),
+                          "scores": variant_scores(libdir) if libdir else {}}, indent=2))
+        return 0
+    print("usage: llama_build.py cmake-args|check|quick-check|info", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

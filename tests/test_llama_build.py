@@ -1,0 +1,73 @@
+"""The installed llama.cpp runs on any x86-64 CPU: portable (CPU variants chosen at run
+time), and no AMX instruction anywhere in it (AMX is advertised by CPUs that cannot run it:
+SIGILL in libggml-cpu). Fails on a machine without AMX too, since it reads the files."""
+
+from __future__ import annotations
+
+import platform
+import shutil
+import subprocess
+
+import pytest
+
+from preqrag.llm import llama_build
+
+pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 builds only")
+
+
+@pytest.fixture(scope="module")
+def libdir():
+    d = llama_build.lib_dir()
+    assert d is not None, "llama-cpp-python is not installed; run ./install.sh"
+    return d
+
+
+def test_scanner_finds_amx_instructions(tmp_path):
+    """The AMX scan is real: an object built with AMX intrinsics is caught."""
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    src = tmp_path / "amx.c"
+    src.write_text("#include <immintrin.h>\nvoid f(void *p) { _tile_loadd(1, p, 64); _tile_release(); }\n")
+    obj = tmp_path / "amx.o"
+    subprocess.run(["gcc", "-O2", "-mamx-tile", "-c", str(src), "-o", str(obj)], check=True)
+    assert llama_build.amx_instructions(obj) == ["tileloadd", "tilerelease"]
+
+
+def test_installed_llama_cpp_is_portable(libdir):
+    assert llama_build.is_portable(libdir), (
+        f"{libdir} holds a natively compiled llama.cpp (libggml-cpu.so); install with ./install.sh")
+    names = {p.name for p in llama_build.cpu_variants(libdir)}
+    for level in ("x64", "haswell", "skylakex", "icelake", "zen4"):
+        assert f"libggml-cpu-{level}.so" in names
+
+
+def test_installed_llama_cpp_has_no_amx_instructions(libdir):
+    libs = [p for p in sorted(libdir.iterdir()) if p.is_file() and ".so" in p.name]
+    assert libs
+    found = {p.name: llama_build.amx_instructions(p) for p in libs}
+    assert {k: v for k, v in found.items() if v} == {}
+
+
+def test_variant_chosen_matches_this_cpu(libdir):
+    flags = set(open("/proc/cpuinfo").read().split())
+    scores = llama_build.variant_scores(libdir)
+    best = llama_build.best_cpu_variant(libdir)
+    assert best is not None and scores[best.name] > 0
+    assert scores["libggml-cpu-x64.so"] > 0  # the baseline runs everywhere
+    if "avx2" in flags:
+        assert scores["libggml-cpu-haswell.so"] > 0
+        assert best.name != "libggml-cpu-x64.so"
+    if "avx512f" in flags:
+        assert scores["libggml-cpu-skylakex.so"] > 0
+    else:  # a variant this CPU cannot run is never chosen
+        assert scores["libggml-cpu-skylakex.so"] == 0 and "avx512" not in best.name
+    assert llama_build.server_env({})["GGML_BACKEND_PATH"] == str(best)
+
+
+def test_llama_cpp_generates_with_the_portable_build():
+    from preqrag.config import LLMConfig
+    from preqrag.llm.llamacpp import LlamaCppLLM
+
+    llm = LlamaCppLLM(LLMConfig(n_ctx=512))
+    reply = llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
+    assert isinstance(reply, str) and reply.strip()
