@@ -121,7 +121,7 @@ def main(argv=None) -> int:
 def cache_hits(pipeline: Pipeline) -> dict:
     """Cache hits/misses of the pipeline's cached components (empty without run.cache_dir)."""
     out = {}
-    parts = {"reranker": pipeline.reranker, "llm": getattr(pipeline.rewriter, "_llm", None),
+    parts = {"reranker": pipeline.reranker, "llm": pipeline.llm,
              "embedder": getattr(pipeline.index.dense, "encoder", None)}
     for name, obj in parts.items():
         store = getattr(obj, "store", None)

@@ -109,9 +109,9 @@ def run_llm_sample(data, y, preds: dict, sample_size: int, seed: int, threads: i
     cfg = LLMConfig(n_threads=threads, cache_dir=str(cache_dir) if cache_dir else None)
     llm = load_llm(cfg)
     t = time.perf_counter()
-    llm_out = LLMClassifier(lambda: llm).classify(texts)
+    llm_out = LLMClassifier(llm).classify(texts)
     llm_s = time.perf_counter() - t
-    comb_out = CombinedClassifier(lambda: llm).classify(texts)  # greedy replies: same as above (cached)
+    comb_out = CombinedClassifier(llm).classify(texts)  # greedy replies: same as above (cached)
     ys = y[idx]
     to01 = lambda cs: np.asarray([c.question_type == "multi" for c in cs], dtype=np.int64)  # noqa: E731
     fallbacks = [c.fallback for c in llm_out if c.fallback]

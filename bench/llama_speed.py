@@ -23,7 +23,6 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 

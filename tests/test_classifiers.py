@@ -178,14 +178,14 @@ def test_llm_classifier_fallbacks_to_rules():
     questions = ["How do cats and dogs differ?", "What is the capital of France?",
                  "What is the capital of Peru?", "Which is older?"]
     llm = FakeLLM(["I think it is multi", "single", "multi", LLMError("server down")])
-    out = LLMClassifier(lambda: llm).classify(questions)
+    out = LLMClassifier(llm).classify(questions)
     assert [c.question_type for c in out] == ["multi", "single", "multi", "multi"]
     assert out[0].fallback.startswith("llm: unparsable reply") and "I think" in out[0].fallback
     assert out[1].fallback is None and out[2].fallback is None
     assert out[3].fallback.startswith("llm: error") and "server down" in out[3].fallback
     assert all(c.classifier == "llm" for c in out)
     # junk everywhere: every decision is the rules' decision
-    junk = LLMClassifier(lambda: FakeLLM(["¯\\_(ツ)_/¯"])).classify(questions)
+    junk = LLMClassifier(FakeLLM(["¯\\_(ツ)_/¯"])).classify(questions)
     assert [c.question_type for c in junk] == [c.question_type for c in RulesClassifier().classify(questions)]
     assert all(c.fallback for c in junk)
 
@@ -194,7 +194,7 @@ def test_combined_is_rules_or_llm():
     questions = ["How do cats and dogs differ?", "What is the capital of France?",
                  "What is the capital of Peru?", "When was Rome founded?"]
     llm = FakeLLM(["single", "multi", "single", "junk"])
-    out = CombinedClassifier(lambda: llm).classify(questions)
+    out = CombinedClassifier(llm).classify(questions)
     # rules multi / llm single -> multi; rules single / llm multi -> multi; both single -> single;
     # unparsable -> rules alone, fallback recorded
     assert [c.question_type for c in out] == ["multi", "multi", "single", "single"]
@@ -202,18 +202,14 @@ def test_combined_is_rules_or_llm():
     assert all(c.classifier == "combined" for c in out)
 
 
-def test_load_classifier_by_name_is_lazy():
-    calls = []
-
-    def factory():
-        calls.append(1)
-        return FakeLLM(["multi"])
-
+def test_load_classifier_by_name():
+    llm = FakeLLM(["multi"])
     for name, cls in [("learned", LearnedClassifier), ("rules", RulesClassifier),
                       ("llm", LLMClassifier), ("combined", CombinedClassifier)]:
-        clf = load_classifier(load_config(overrides={"classifier": {"name": name}}), llm_factory=factory)
+        clf = load_classifier(load_config(overrides={"classifier": {"name": name}}), llm=llm)
         assert isinstance(clf, cls) and isinstance(clf, Classifier) and clf.name == name
-    assert calls == []  # nothing built before the first classify
+    # the LLM classifiers use the LLM they were given
+    assert load_classifier(load_config(overrides={"classifier": {"name": "llm"}}), llm=llm).llm is llm
     assert load_classifier(load_config()).name == "learned"  # the default
     with pytest.raises(ValueError, match="learned, rules, llm, combined"):
         load_classifier(load_config(overrides={"classifier": {"name": "falcon"}}))
@@ -300,8 +296,10 @@ def test_llm_and_combined_classifiers_with_the_real_bundled_llm():
     for name in ("llm", "combined"):
         cfg = load_config(None, {"classifier": {"name": name}})
         out = load_classifier(cfg).classify(questions)
-        assert [c.question_type in ("single", "multi") for c in out] == [True, True]
-        for c in out:
-            assert c.fallback is None or c.fallback  # a recorded reason when the reply was rejected
+        assert len(out) == 2 and all(c.classifier == name for c in out)
+        for q, c in zip(questions, out):
+            if c.fallback is not None:  # a rejected reply: the reason is recorded and the rules decide
+                assert c.fallback.startswith("llm: ")
+                assert c.question_type == ("multi" if is_multi_by_rules(q) else "single")
         if name == "combined":
             assert out[1].question_type == "multi"  # the rules fire on "compare": OR keeps multi

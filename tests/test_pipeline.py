@@ -82,18 +82,29 @@ def test_failing_generation_is_recorded_not_raised(small_index, test_config):
     assert o.trace.fallbacks and o.trace.fallbacks[0].startswith("decompose: llm error")
 
 
-def test_rrf_fusion_and_no_reranker(small_index, test_config):
-    cfg = test_config.model_copy(deep=True)
-    cfg.fusion.name = "rrf"
-    cfg.reranker.name = "none"
-    cfg.rewriter.name = "none"
+def test_rrf_fusion_and_no_reranker_run_end_to_end(small_index, test_config, small_corpus):
+    """The pipeline with RRF fusion and no cross-encoder: the final ranking is the RRF of the
+    BM25 and dense lists, computed independently here with the paper's formula."""
     from preqrag.fusion import RRFFusion
     from preqrag.records import Ranking
 
     fused = RRFFusion(k=60).fuse([Ranking(ids=["a", "b", "c"], scores=[3, 2, 1]), Ranking(ids=["c", "a"], scores=[2, 1])])
     assert fused.ids == ["a", "c", "b"]
     assert fused.scores[0] == pytest.approx(1 / 61 + 1 / 62)
+    cfg = test_config.model_copy(deep=True)
+    cfg.fusion.name = "rrf"
+    cfg.reranker.name = "none"
+    cfg.rewriter.name = "none"
     p = Pipeline.from_config(small_index, cfg)
-    assert p.reranker is None
-    merged = p._rerank(["q"], [(0, 0)], [Ranking(ids=["x"], scores=[1.0])])
-    assert merged[0].ids == ["x"]
+    assert p.reranker is None and p.rerank_chain == []
+    qs = [Question(id=q["id"], question=q["question"]) for q in small_corpus[2][:2]]
+    for t in p.retrieve(qs):
+        scores: dict[str, float] = {}
+        for r in (t.rankings["sparse"][0], t.rankings["dense"][0]):
+            for rank, pid in enumerate(r.ids, 1):
+                scores[pid] = scores.get(pid, 0.0) + 1 / (60 + rank)
+        # the trace keeps trace_depth entries of each list; the head is fully determined by them
+        head = sorted(scores, key=lambda x: -scores[x])[:3]
+        assert t.rankings["final"][0].ids[:3] == head
+        assert t.rankings["reranked"] == t.rankings["merged"]  # no rerank step: passes through
+        assert "rerank" not in t.seconds

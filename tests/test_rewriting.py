@@ -44,7 +44,7 @@ class JunkLLM:
 
 
 def test_junk_llm_falls_back_to_original_question():
-    rw = PreQRAGRewriter(lambda: JunkLLM(), RewriterConfig())
+    rw = PreQRAGRewriter(JunkLLM(), RewriterConfig())
     single, multi = rw.plan([Q, MULTI], ["single", "multi"])
     assert single.sub_queries[0].sparse == Q and single.sub_queries[0].dense == Q
     assert single.fallbacks == ["sparse: empty", "dense: unparsable"]
@@ -65,7 +65,7 @@ def test_unreachable_llm_server_falls_back_and_records_error():
                              max_retries=1, timeout_s=2))
     with pytest.raises(LLMError, match="APIConnectionError"):
         llm.chat([{"role": "user", "content": "hi"}], max_tokens=4)
-    (plan,) = PreQRAGRewriter(lambda: llm, RewriterConfig()).plan([MULTI], ["multi"])
+    (plan,) = PreQRAGRewriter(llm, RewriterConfig()).plan([MULTI], ["multi"])
     assert plan.sub_queries[0].text == MULTI
     assert plan.fallbacks[0].startswith("decompose: llm error: openai backend")
 
@@ -74,7 +74,7 @@ def test_real_smollm2_rewrites_are_parsed_or_fall_back():
     """The bundled 135M model: every plan is usable whatever the model writes."""
     from preqrag.llm import load_llm
 
-    rw = PreQRAGRewriter(lambda: load_llm(LLMConfig()), RewriterConfig(max_new_tokens=48))
+    rw = PreQRAGRewriter(load_llm(LLMConfig()), RewriterConfig(max_new_tokens=48))
     single, multi = rw.plan([Q, MULTI], ["single", "multi"])
     for plan in (single, multi):
         assert plan.sub_queries and all(s.sparse.strip() and s.dense.strip() for s in plan.sub_queries)

@@ -8,7 +8,6 @@ in tokens of the embedder's own tokenizer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 
 from .records import Passage
 
@@ -49,13 +48,3 @@ class Chunker:
         """Passages of one document, positions 0..n-1; an empty document gives ``[]``."""
         chunks = [c for c in self._load().chunks(text) if c.strip()]
         return [Passage(id=f"{doc_id}#{i}", doc_id=doc_id, position=i, text=c) for i, c in enumerate(chunks)]
-
-    def split_many(self, docs: Iterable[tuple[str, str]]) -> Iterator[Passage]:
-        """Passages of many ``(doc_id, text)`` documents, in order."""
-        for doc_id, text in docs:
-            yield from self.split(doc_id, text)
-
-
-def doc_id_of(passage_id: str) -> str:
-    """Document id of a passage id ``"{doc_id}#{position}"``."""
-    return passage_id.rsplit("#", 1)[0]

@@ -94,6 +94,8 @@ class RerankerConfig(_Section):
 class GeneratorConfig(_Section):
     """Grounded answer generation (PreQRAG §2.5, Appendix B)."""
 
+    name: str = Field("preqrag", description=(
+        "Generator (preqrag.components.GENERATORS): 'preqrag' (prompt A-D of Appendix B.3, greedy)."))
     context_top_k: int = Field(3, ge=1, description="Passages in the prompt (paper §2.5: top-3).")
     prompt: Literal["A", "B", "C", "D"] = Field("B", description="Appendix B.3 prompt; B won.")
     max_new_tokens: int = Field(200, ge=1, description="Paper: answers under 200 tokens.")
@@ -136,16 +138,31 @@ class ClassifierConfig(_Section):
 class RewriterConfig(_Section):
     """Question rewriting / decomposition (PreQRAG §2.2)."""
 
-    name: Literal["preqrag", "none"] = "preqrag"
+    name: str = Field("preqrag", description=(
+        "Rewriter (preqrag.components.REWRITERS): 'preqrag' (2 rewrites / 2 sub-questions, §2.2) or "
+        "'none' (the original question only)."))
     decompose: bool = Field(True, description=(
         "Decompose multi-doc questions (§2.2.2); false gives them the single-doc rewrites "
         "(an ablation step)."))
     n_sub_questions: int | Literal["adaptive"] = Field(2, description=(
         "Sub-questions per multi-doc question: 2 as in the paper (§2.2.2), or 'adaptive'."))
+    keep_original: bool = Field(False, description=(
+        "Also retrieve with the original question: single-doc questions query BM25 and dense with "
+        "the original beside the rewrites and fuse all lists; multi-doc questions get the original as "
+        "one more sub-query, ranked first (GINGER, Table 1: original + rewrites beats rewrites alone). "
+        "Protects retrieval from a weak LLM's rewrites."))
     max_length_ratio: float = Field(3.0, gt=0, description=(
         "An LLM rewrite longer than this many times the question (in words, minimum 30 words) "
         "is rejected and the original question used."))
     max_new_tokens: int = Field(96, ge=8)
+
+
+class RerankConfig(_Section):
+    """The rerank chain: steps applied in order to each sub-query's fused ranking."""
+
+    chain: list[str] = Field(["cross-encoder"], description=(
+        "Rerank steps in order (preqrag.components.RERANK_STEPS): 'cross-encoder' "
+        "(pointwise, [reranker] settings). Empty, or reranker.name = 'none', skips the cross-encoder."))
 
 
 class RunConfig(_Section):
@@ -167,14 +184,22 @@ class RunConfig(_Section):
 
 
 class PipelineConfig(_Section):
-    """The whole configuration; one table per stage."""
+    """The whole configuration; one table per stage.
 
+    ``pipeline`` names a preset (:data:`preqrag.presets.PRESETS`) whose settings are the
+    base; every table in the file overrides it.
+    """
+
+    pipeline: str = Field("preqrag", description=(
+        "Preset loaded first ('preqrag': the paper's pipeline as measured in docs/; see "
+        "preqrag.presets); anything else in the file overrides it."))
     chunking: ChunkingConfig = ChunkingConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     bm25: BM25Config = BM25Config()
     retrieval: RetrievalConfig = RetrievalConfig()
     fusion: FusionConfig = FusionConfig()
     reranker: RerankerConfig = RerankerConfig()
+    rerank: RerankConfig = RerankConfig()
     generator: GeneratorConfig = GeneratorConfig()
     llm: LLMConfig = LLMConfig()
     classifier: ClassifierConfig = ClassifierConfig()
@@ -186,20 +211,27 @@ class ConfigError(ValueError):
     """A configuration file that cannot be read or does not validate; names file and field."""
 
 
-def load_config(path: str | Path | None = None, overrides: dict | None = None) -> PipelineConfig:
+def load_config(path: str | Path | None = None, overrides: dict | None = None,
+                pipeline: str | None = None) -> PipelineConfig:
     """Read and validate a TOML configuration.
 
     Args:
         path: a ``preqrag.toml``; ``None`` gives the defaults.
         overrides: nested dict merged over the file (``{"reranker": {"depth": 10}}``).
+        pipeline: preset name, overriding the file's ``pipeline`` key.
 
     Returns:
-        The validated PipelineConfig.
+        The validated PipelineConfig: the preset's settings, then the file's, then
+        ``overrides``.
 
     Raises:
-        ConfigError: unreadable TOML, unknown key or invalid value, naming file and field.
+        ConfigError: unreadable TOML, unknown key, unknown preset or invalid value, naming
+            file and field.
     """
+    from .presets import PRESETS
+
     data: dict = {}
+    where = str(path) if path is not None else "<defaults>"
     if path is not None:
         p = Path(path)
         try:
@@ -207,19 +239,36 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"{p}: {e}") from e
     for section, values in (overrides or {}).items():
-        data.setdefault(section, {}).update(values)
+        if isinstance(values, dict):
+            data.setdefault(section, {}).update(values)
+        else:
+            data[section] = values
+    name = pipeline or data.get("pipeline") or PipelineConfig.model_fields["pipeline"].default
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ConfigError(f"{where}: pipeline: unknown preset {name!r}; presets: {', '.join(PRESETS)}")
+    merged: dict = {}
+    for section, values in PRESETS[name].items():
+        merged[section] = dict(values) if isinstance(values, dict) else values
+    for section, values in data.items():
+        if isinstance(values, dict) and isinstance(merged.get(section), dict):
+            merged[section].update(values)
+        else:
+            merged[section] = values
+    merged["pipeline"] = name
     try:
-        return PipelineConfig.model_validate(data)
+        return PipelineConfig.model_validate(merged)
     except ValidationError as e:
-        where = str(path) if path is not None else "<defaults>"
         msgs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
         raise ConfigError(f"{where}: {msgs}") from e
 
 
 def dump_config(cfg: PipelineConfig) -> str:
     """Render a configuration as TOML (every field, so it documents the defaults)."""
-    lines: list[str] = []
+    field = PipelineConfig.model_fields["pipeline"]
+    lines: list[str] = [f"# {field.description}", f"pipeline = {_toml_value(cfg.pipeline)}", ""]
     for section, model in cfg:
+        if not isinstance(model, BaseModel):
+            continue
         lines.append(f"[{section}]")
         for name, field in type(model).model_fields.items():
             if field.description:
@@ -234,6 +283,8 @@ def dump_config(cfg: PipelineConfig) -> str:
 
 
 def _toml_value(v) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, (int, float)):

@@ -125,11 +125,15 @@ def truncate_words(text: str, max_words: int) -> str:
 
 class Generated(NamedTuple):
     """One generated answer: the ``final_prompt`` sent, the ``answer`` (an LLMError when the
-    call failed) and the ``truncations`` made to fit the LLM's window."""
+    call failed), the ``truncations`` made to fit the LLM's window, and, for generators that
+    cite, ``citations`` (per answer sentence: the 1-based numbers of the context passages it
+    cites) and ``removed_citations`` (citations to numbers not in the context, dropped)."""
 
     final_prompt: str
     answer: str | LLMError
     truncations: list[str]
+    citations: list[tuple[str, list[int]]] | None = None
+    removed_citations: int = 0
 
 
 class LLMGenerator:
@@ -143,12 +147,12 @@ class LLMGenerator:
 
     name = "llm"
 
-    def __init__(self, llm_factory: Callable[[], LLM], cfg: GeneratorConfig):
-        self.llm_factory = llm_factory
+    def __init__(self, llm: LLM, cfg: GeneratorConfig):
+        self.llm = llm
         self.cfg = cfg
 
     def generate(self, questions: list[str], contexts: list[list[str]]) -> list[Generated]:
-        llm = self.llm_factory()
+        llm = self.llm
         count = getattr(llm, "count_tokens", None) or approx_tokens
         window = int(getattr(llm, "context_window", None) or 4096)
         fitted = [fit_prompt(q, c, prompt=self.cfg.prompt, count=count, window=window,

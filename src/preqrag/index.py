@@ -198,6 +198,14 @@ class Index:
     dense: DenseRetriever | None
     encoder: Encoder | None
 
+    def text(self, passage_id: str) -> str:
+        """The text of a passage.
+
+        Raises:
+            KeyError: no such passage in this index.
+        """
+        return self.passages[passage_id].text
+
     @classmethod
     def open(cls, index_dir: str | Path, cfg: PipelineConfig) -> "Index":
         """Open ``index_dir`` for the configuration ``cfg``.

@@ -55,16 +55,9 @@ def read_questions(path: str | Path) -> tuple[list[Question], list[InputError]]:
     questions: list[Question] = []
     errors: list[InputError] = []
     seen: set[str] = set()
-    for lineno, line, bad in _lines(path):
+    for lineno, obj, bad in iter_json_lines(path):
         if bad is not None:
             errors.append(InputError(str(path), lineno, "<line>", bad))
-            continue
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            errors.append(InputError(str(path), lineno, "<line>", f"invalid JSON: {e.msg}"))
             continue
         if not isinstance(obj, dict):
             errors.append(InputError(str(path), lineno, "<line>", "not a JSON object"))
@@ -100,6 +93,26 @@ def _lines(path: Path) -> Iterator[tuple[int, str, str | None]]:
                 yield lineno, raw.decode("utf-8"), None
             except UnicodeDecodeError as e:
                 yield lineno, "", f"not valid UTF-8 (byte {e.start + 1}: {raw[e.start:e.start + 1]!r})"
+
+
+def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any, str | None]]:
+    """``(line number, parsed JSON value, error)`` for every non-blank line of a JSONL(.gz)
+    file: ``error`` names what is wrong with a line that is not UTF-8 or not JSON (its
+    value is then ``None``). The one reading loop behind every JSONL reader here.
+
+    Raises:
+        FileNotFoundError: the file does not exist.
+    """
+    for lineno, line, bad in _lines(Path(path)):
+        if bad is not None:
+            yield lineno, None, bad
+            continue
+        if not line.strip():
+            continue
+        try:
+            yield lineno, json.loads(line), None
+        except json.JSONDecodeError as e:
+            yield lineno, None, f"invalid JSON: {e.msg}"
 
 
 def iter_corpus(path: str | Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
@@ -142,15 +155,9 @@ def iter_corpus(path: str | Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
                 check_unique(doc_id, rowno, "row")
                 yield doc_id, text, row
         return
-    for lineno, line, bad in _lines(path):
+    for lineno, obj, bad in iter_json_lines(path):
         if bad is not None:
             raise ValueError(f"{path}:{lineno}: <line>: {bad}")
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}:{lineno}: <line>: invalid JSON: {e.msg}") from e
         if not isinstance(obj, dict):
             raise ValueError(f"{path}:{lineno}: <line>: not a JSON object")
         for name in ("id", "text"):

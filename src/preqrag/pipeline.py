@@ -1,10 +1,26 @@
-"""The PreQRAG pipeline: classify → rewrite → retrieve → fuse → rerank → generate (§2).
+"""The pipeline: a fixed sequence of slots, each filled by components chosen by name.
 
-:class:`Pipeline` composes one component per stage (all chosen by configuration) and
-answers a batch of questions at a time, so that every stage can batch across
-questions (one BM25 call, one query-encoding call, one reranker call, one round of LLM
-calls per batch). If a batch fails, its questions are retried one by one so that one bad
-question never loses the others.
+Slots, in order (PreQRAG §2; other presets fill them differently, see
+:mod:`preqrag.presets`):
+
+1. **plan**: classify (single/multi, §2.1) and rewrite/decompose (§2.2) into a
+   :class:`~preqrag.records.QueryPlan` of sub-queries;
+2. **retrieve**: every retriever (BM25, dense) on every query of every sub-query
+   (``sparse``/``dense`` texts, plus ``extra`` queries), one batched call per retriever;
+3. **fuse**: each sub-query's lists into one ranking (union or RRF);
+4. **rerank chain**: the steps of ``[rerank] chain`` in order
+   (:class:`~preqrag.stages.RerankStep`, e.g. the cross-encoder);
+5. **merge**: a multi-sub-query question's rankings interleaved round-robin;
+6. **context**: the ``generator.context_top_k`` head;
+7. **generate**: the grounded answer (prompt fitted to the LLM's window).
+
+Every slot's output is in the :class:`~preqrag.records.Trace` (``rankings`` under the
+component's trace key: ``sparse``, ``dense``, ``merged``, ``reranked``, ``final``), so
+``preqrag eval`` measures any slot. A :class:`Pipeline` answers a batch at a time, so every
+slot batches across questions. Failures: a stage that fails on data or a model call
+raises :class:`~preqrag.stages.StageError`; the batch is then retried question by question
+so that one bad question never loses the others. Programming errors
+(:data:`~preqrag.stages.PROGRAMMING_ERRORS`) are not retried: they surface at once.
 """
 
 from __future__ import annotations
@@ -15,32 +31,46 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from .config import PipelineConfig
 from .fusion import interleave, load_fusion
-from .generation import LLMGenerator
+from .components import GENERATORS, RERANK_STEPS, REWRITERS, Context, build
 from .index import Index
-from .records import (Classification, Failure, LiveRAGAnswer, LiveRAGPassage, Question, Ranking,
+from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, Question, Ranking,
                       Trace)
-from .rerankers import load_reranker
-from .rewriting import IdentityRewriter, PreQRAGRewriter
-from .stages import LLM, Classifier, Fusion, Generator, LLMError, Reranker, Rewriter
+from .rerankers.steps import CrossEncoderStep
+from .stages import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generator, LLMError, RerankStep,
+                     Rewriter, StageError)
 
 
 def _isolated(items: list, run_batch: Callable[[list], list["Outcome"]],
               question_of: Callable[[Any], Question]) -> list["Outcome"]:
-    """``run_batch(items)``; if it raises, retry item by item so that one bad question
-    never loses the others. A single item that raises becomes a failure Outcome naming the
-    error and the stage (the exception's ``stage`` attribute)."""
+    """``run_batch(items)``; if a stage fails (:class:`StageError`), retry item by item so
+    that one bad question never loses the others. A single item that fails becomes a
+    failure Outcome naming the error and the stage. Other exceptions (bugs) propagate."""
     try:
         return run_batch(items)
-    except Exception as e:
+    except StageError as e:
         if len(items) > 1:
             return [o for x in items for o in _isolated([x], run_batch, question_of)]
         q = question_of(items[0])
-        return [Outcome(q, failure=Failure(id=q.id, question=q.question, error=f"{type(e).__name__}: {e}",
-                                           stage=getattr(e, "stage", None)))]
+        return [Outcome(q, failure=Failure(id=q.id, question=q.question, error=str(e), stage=e.stage))]
+
+
+def _run_stage(stage: str, fn: Callable[[], Any], seconds: dict[str, float] | None = None) -> Any:
+    """``fn()``, timed into ``seconds[stage]``; a data or model-call error becomes a
+    :class:`StageError` naming ``stage``; programming errors propagate unchanged."""
+    t = time.perf_counter()
+    try:
+        return fn()
+    except PROGRAMMING_ERRORS:
+        raise
+    except StageError:
+        raise
+    except Exception as e:
+        raise StageError(stage, e) from e
+    finally:
+        if seconds is not None:
+            seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - t
 
 
 @dataclass
@@ -53,44 +83,43 @@ class Outcome:
     failure: Failure | None = None
 
 
-class _LazyLLM:
-    """Builds the configured LLM once, on first use, and shares it between stages."""
+def load_rerank_chain(ctx: Context) -> list[RerankStep]:
+    """The steps named in ``[rerank] chain``, in order (steps that are off are left out).
 
-    def __init__(self, cfg: PipelineConfig, llm: LLM | None = None):
-        self.cfg = cfg
-        self.llm = llm
-
-    def __call__(self) -> LLM:
-        if self.llm is None:
-            from .llm import load_llm
-
-            self.llm = load_llm(self.cfg.llm, cache_dir=self.cfg.run.cache_dir)
-        return self.llm
+    Raises:
+        ValueError: an unknown step name (the message lists the valid ones).
+    """
+    steps = [build(RERANK_STEPS, "rerank.chain", name, ctx) for name in ctx.cfg.rerank.chain]
+    return [s for s in steps if s is not None]
 
 
 class Pipeline:
-    """PreQRAG over an opened :class:`~preqrag.index.Index`.
+    """The slot sequence over an opened :class:`~preqrag.index.Index`.
 
     Args:
         index: the index to retrieve from.
         cfg: the configuration.
-        classifier, rewriter, fusion, reranker (``None`` = no reranking), generator:
-            stage components; :meth:`from_config` builds them from ``cfg``.
+        classifier, rewriter, fusion, rerank_chain (possibly empty), generator: the
+            components; :meth:`from_config` builds them from ``cfg``.
+        llm: the LLM shared by the components that need one (loaded once, at
+            :meth:`warm_up` or first use).
     """
 
     def __init__(self, index: Index, cfg: PipelineConfig, classifier: Classifier, rewriter: Rewriter,
-                 fusion: Fusion, reranker: Reranker | None, generator: Generator):
+                 fusion: Fusion, rerank_chain: list[RerankStep], generator: Generator,
+                 llm: LLM | None = None):
         self.index = index
         self.cfg = cfg
         self.classifier = classifier
         self.rewriter = rewriter
         self.fusion = fusion
-        self.reranker = reranker
+        self.rerank_chain = list(rerank_chain)
         self.generator = generator
+        self.llm = llm
 
     @classmethod
     def from_config(cls, index_dir: str | Path, cfg: PipelineConfig, llm: LLM | None = None) -> "Pipeline":
-        """Open the index and build every stage named in ``cfg``.
+        """Open the index and build every component named in ``cfg`` (no weights load yet).
 
         Args:
             llm: an LLM to use instead of the configured one (shared by all LLM stages).
@@ -100,25 +129,31 @@ class Pipeline:
             ValueError: an unknown component name.
         """
         from .classifiers import load_classifier
+        from .llm import load_llm
 
         index = Index.open(index_dir, cfg)
-        lazy = _LazyLLM(cfg, llm)
-        rewriter: Rewriter = (PreQRAGRewriter(lazy, cfg.rewriter) if cfg.rewriter.name == "preqrag"
-                              else IdentityRewriter())
-        return cls(index, cfg, load_classifier(cfg, lazy), rewriter, load_fusion(cfg.fusion),
-                   load_reranker(cfg.reranker, cfg.run.cache_dir), LLMGenerator(lazy, cfg.generator))
+        if llm is None:
+            llm = load_llm(cfg.llm, cache_dir=cfg.run.cache_dir)
+        ctx = Context(cfg, index, llm)
+        return cls(index, cfg, load_classifier(cfg, llm), build(REWRITERS, "rewriter.name", cfg.rewriter.name, ctx),
+                   load_fusion(cfg.fusion), load_rerank_chain(ctx),
+                   build(GENERATORS, "generator.name", cfg.generator.name, ctx), llm)
+
+    @property
+    def reranker(self):
+        """The cross-encoder of the rerank chain, or None (kept for callers of the old API)."""
+        for step in self.rerank_chain:
+            if isinstance(step, CrossEncoderStep):
+                return step.reranker
+        return None
 
     def warm_up(self) -> None:
-        """Load every model the stages use (embedder, cross-encoder, LLM) now, so that the
+        """Load every model the components use (embedder, rerankers, LLM) now, so that the
         first question does not pay for loading and a model that cannot load fails here."""
-        for component in (self.index.encoder, self.reranker, self._llm()):
+        for component in (self.index.encoder, *self.rerank_chain, self.llm):
             fn = getattr(component, "warm_up", None)
             if fn is not None:
                 fn()
-
-    def _llm(self) -> LLM | None:
-        lazy = getattr(self.generator, "llm_factory", None)
-        return lazy() if lazy is not None else None
 
     # ------------------------------------------------------------------ batch API
     def answer(self, questions: list[Question]) -> list[Outcome]:
@@ -145,65 +180,91 @@ class Pipeline:
         return [by_id.get(id(o), o) for o in prepared]
 
     def retrieve(self, questions: list[Question]) -> list[Trace]:
-        """Every stage but generation, for a batch: one Trace per question.
+        """Every slot but generation, for a batch: one Trace per question.
 
         ``Trace.context_ids`` holds the passages that would be given to the generator;
-        ``Trace.seconds`` the batch time of each stage divided by the batch size. Used by
-        :meth:`answer` and by retrieval-only benchmarks. Raises what a stage raises, with
-        the stage name in the exception's ``stage`` attribute.
+        ``Trace.seconds`` the batch time of each slot divided by the batch size. Used by
+        :meth:`prepare` and by retrieval-only benchmarks.
+
+        Raises:
+            StageError: a slot failed (``stage`` names it: classify, rewrite, sparse,
+                dense, fusion, or a rerank step's ``stage``).
         """
         cfg = self.cfg
         n = len(questions)
         texts = [q.question for q in questions]
         seconds: dict[str, float] = {}
 
-        def timed(stage: str, fn: Callable):
-            t = time.perf_counter()
-            try:
-                return fn()
-            except Exception as e:
-                e.stage = stage  # type: ignore[attr-defined]
-                raise
-            finally:
-                seconds[stage] = seconds.get(stage, 0.0) + time.perf_counter() - t
+        # 1. plan
+        classes: list[Classification] = _run_stage("classify", lambda: self.classifier.classify(texts), seconds)
+        plans = _run_stage("rewrite", lambda: self.rewriter.plan(texts, [c.question_type for c in classes]),
+                           seconds)
 
-        classes: list[Classification] = timed("classify", lambda: self.classifier.classify(texts))
-        plans = timed("rewrite", lambda: self.rewriter.plan(texts, [c.question_type for c in classes]))
-
-        # Flatten sub-queries of the batch: one retrieval call per retriever for the whole batch.
+        # 2. retrieve: one call per retriever for every query of the batch
         slots = [(qi, si) for qi, p in enumerate(plans) for si in range(len(p.sub_queries))]
-        use_dense = cfg.retrieval.use_dense and self.index.dense is not None
-        sparse: list[Ranking] = [Ranking() for _ in slots]
-        dense: list[Ranking] = [Ranking() for _ in slots]
+        retrievers = []
         if cfg.retrieval.use_sparse:
-            sparse = timed("sparse", lambda: self.index.sparse.search(
-                [plans[qi].sub_queries[si].sparse for qi, si in slots], cfg.retrieval.sparse_top_k))
-        if use_dense:
-            dense = timed("dense", lambda: self.index.dense.search(
-                [plans[qi].sub_queries[si].dense for qi, si in slots], cfg.retrieval.dense_top_k))
-        merged = timed("fusion", lambda: [self.fusion.fuse([s, d]) for s, d in zip(sparse, dense)])
-        reranked = timed("rerank", lambda: self._rerank(texts, slots, merged))
+            retrievers.append(("sparse", self.index.sparse, cfg.retrieval.sparse_top_k))
+        if cfg.retrieval.use_dense and self.index.dense is not None:
+            retrievers.append(("dense", self.index.dense, cfg.retrieval.dense_top_k))
+        lists: dict[str, list[list[Ranking]]] = {}  # retriever -> per slot: [primary, *extra]
+        for key, retriever, k in retrievers:
+            queries: list[str] = []
+            owner: list[int] = []
+            for j, (qi, si) in enumerate(slots):
+                sq = plans[qi].sub_queries[si]
+                for text in [getattr(sq, key), *sq.extra]:
+                    queries.append(text)
+                    owner.append(j)
+            found = _run_stage(key, lambda: retriever.search(queries, k), seconds)
+            per_slot: list[list[Ranking]] = [[] for _ in slots]
+            for j, r in zip(owner, found):
+                per_slot[j].append(r)
+            lists[key] = per_slot
 
+        # 3. fuse: all lists of a sub-query (primary and extra queries, all retrievers)
+        def fuse_all() -> list[Ranking]:
+            out = []
+            for j in range(len(slots)):
+                by_retriever = [lists[key][j] for key, _, _ in retrievers]
+                # primary queries first, then extra ones, alternating retrievers in each round
+                ordered = [r for rank in range(max((len(x) for x in by_retriever), default=0))
+                           for x in by_retriever if rank < len(x) for r in [x[rank]]]
+                out.append(self.fusion.fuse(ordered) if ordered else Ranking())
+            return out
+
+        merged = _run_stage("fusion", fuse_all, seconds)
+
+        # 4. rerank chain
+        step_outputs: dict[str, list[Ranking]] = {}
+        current = merged
+        text_of = self.index.text
+        originals = [texts[qi] for qi, _ in slots]
+        for step in self.rerank_chain:
+            current = _run_stage(step.stage, lambda: step.rerank(originals, current, text_of), seconds)
+            step_outputs[step.trace_key] = current
+        if "reranked" not in step_outputs:
+            step_outputs["reranked"] = current  # no rerank step: the fused lists pass through
+
+        # 5. merge sub-queries, 6. context
         per_q = {stage: round(s / n, 4) for stage, s in seconds.items()}  # batch time shared equally
         depth = cfg.run.trace_depth
-        k = cfg.generator.context_top_k
+        k_ctx = cfg.generator.context_top_k
         traces = []
         for qi, q in enumerate(questions):
             own = [j for j, (x, _) in enumerate(slots) if x == qi]
-            lists = [reranked[j] for j in own]
-            final = lists[0] if len(lists) == 1 else interleave(lists)
-            rankings = {"merged": [merged[j].top(depth) for j in own],
-                        "reranked": [reranked[j].top(depth) for j in own],
-                        "final": [final.top(depth)]}
-            if cfg.retrieval.use_sparse:
-                rankings["sparse"] = [sparse[j].top(depth) for j in own]
-            if use_dense:
-                rankings["dense"] = [dense[j].top(depth) for j in own]
+            finals = [current[j] for j in own]
+            final = finals[0] if len(finals) == 1 else interleave(finals)
+            rankings = {key: [lists[key][j][0].top(depth) for j in own] for key, _, _ in retrievers}
+            rankings["merged"] = [merged[j].top(depth) for j in own]
+            for key, out in step_outputs.items():
+                rankings[key] = [out[j].top(depth) for j in own]
+            rankings["final"] = [final.top(depth)]
             fallbacks = list(plans[qi].fallbacks)
             if classes[qi].fallback:
                 fallbacks.append(f"classify: {classes[qi].fallback}")
             traces.append(Trace(id=q.id, classification=classes[qi], plan=plans[qi], rankings=rankings,
-                                context_ids=final.ids[:k], seconds=dict(per_q), fallbacks=fallbacks))
+                                context_ids=final.ids[:k_ctx], seconds=dict(per_q), fallbacks=fallbacks))
         return traces
 
     def _generate_batch(self, prepared: list[Outcome]) -> list[Outcome]:
@@ -211,16 +272,18 @@ class Pipeline:
         traces = [o.trace for o in prepared]
         contexts = [[self.index.passages[pid].text for pid in t.context_ids] for t in traces]
         t0 = time.perf_counter()
-        try:
-            generated = self.generator.generate([q.question for q in questions], contexts)
-        except Exception as e:
-            e.stage = "generate"  # type: ignore[attr-defined]
-            raise
+        generated = _run_stage("generate", lambda: self.generator.generate([q.question for q in questions], contexts))
         per_q = round((time.perf_counter() - t0) / len(questions), 4)
         outcomes = []
-        for q, trace, (prompt, answer, truncations) in zip(questions, traces, generated):
+        for q, trace, g in zip(questions, traces, generated):
+            prompt, answer = g[0], g[1]
             trace.seconds["generate"] = per_q
-            trace.truncations = list(truncations)
+            trace.truncations = list(g[2])
+            if len(g) > 3 and g[3] is not None:  # a generator that cites: numbers -> passage ids
+                trace.citations = [Citation(sentence=sent, passage_ids=[trace.context_ids[n - 1] for n in nums
+                                                                        if 1 <= n <= len(trace.context_ids)])
+                                   for sent, nums in g[3]]
+                trace.removed_citations = int(g[4])
             if isinstance(answer, LLMError):
                 outcomes.append(Outcome(q, trace=trace, failure=Failure(
                     id=q.id, question=q.question, error=str(answer), stage="generate")))
@@ -234,28 +297,3 @@ class Pipeline:
             outcomes.append(Outcome(q, trace=trace, answer=LiveRAGAnswer(
                 id=q.id, question=q.question, passages=passages, final_prompt=prompt, answer=answer)))
         return outcomes
-
-    def _rerank(self, questions: list[str], slots: list[tuple[int, int]], merged: list[Ranking]) -> list[Ranking]:
-        """Cross-encoder scores of (original question, passage) for the head of each fused list.
-
-        Each distinct (question, passage) pair of the batch is scored once, in one call.
-        The returned rankings hold only the reranked head (``reranker.depth`` candidates).
-        """
-        if self.reranker is None:
-            return merged
-        depth = self.cfg.reranker.depth
-        pair_index: dict[tuple[int, str], int] = {}
-        pairs: list[tuple[str, str]] = []
-        for (qi, _), m in zip(slots, merged):
-            for pid in m.ids[:depth]:
-                if (qi, pid) not in pair_index:
-                    pair_index[(qi, pid)] = len(pairs)
-                    pairs.append((questions[qi], self.index.passages[pid].text))
-        scores = self.reranker.score(pairs) if pairs else np.zeros(0, dtype=np.float32)
-        out = []
-        for (qi, _), m in zip(slots, merged):
-            head = m.ids[:depth]
-            s = [float(scores[pair_index[(qi, pid)]]) for pid in head]
-            order = sorted(range(len(head)), key=lambda i: -s[i])
-            out.append(Ranking(ids=[head[i] for i in order], scores=[s[i] for i in order]))
-        return out

@@ -76,12 +76,16 @@ class SubQuery(BaseModel):
 
     For a single-document question there is one SubQuery holding the sparse- and the
     dense-optimised rewrites (PreQRAG §2.2.1); for a multi-document question there is
-    one per sub-question (§2.2.2), with ``sparse == dense == sub-question``.
+    one per sub-question (§2.2.2), with ``sparse == dense == sub-question``. ``extra``
+    queries go to every retriever too; all of a sub-query's lists are fused into one.
     """
 
     text: str
     sparse: str
     dense: str
+    extra: list[str] = Field(default_factory=list, description=(
+        "Further queries sent to every retriever and fused with the others (e.g. the original "
+        "question when rewriter.keep_original is set)."))
 
 
 class QueryPlan(BaseModel):
@@ -120,6 +124,13 @@ class Ranking(BaseModel):
         return len(self.ids)
 
 
+class Citation(BaseModel):
+    """One answer sentence and the context passages it cites (CIR §2; GINGER §3)."""
+
+    sentence: str
+    passage_ids: list[str] = Field(default_factory=list)
+
+
 class Trace(BaseModel):
     """Per-question record of what every stage did (written to ``*.traces.jsonl``).
 
@@ -134,6 +145,9 @@ class Trace(BaseModel):
         seconds: stage name → wall seconds spent on this question.
         fallbacks: every fallback taken, across stages.
         truncations: what was cut to fit a model's context window (question, passages).
+        citations: per answer sentence, the passages it cites (generators that cite);
+            ``None`` for generators that do not.
+        removed_citations: citations to passages that were not in the context, removed.
     """
 
     id: str | int
@@ -145,6 +159,8 @@ class Trace(BaseModel):
     fallbacks: list[str] = Field(default_factory=list)
     truncations: list[str] = Field(default_factory=list, description=(
         "What was cut to fit a model's window, e.g. 'generate: question: 200740 -> 960 tokens'."))
+    citations: list[Citation] | None = None
+    removed_citations: int = 0
 
 
 class LiveRAGPassage(BaseModel):

@@ -16,7 +16,6 @@ descriptions and use its own examples (§2.2.1, §2.2.2) as one-shot demonstrati
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from .config import RewriterConfig
 from .records import QueryPlan, QuestionType, SubQuery
@@ -132,18 +131,17 @@ class PreQRAGRewriter:
     """The PreQRAG rewriter: 2 rewrites for single-doc, decomposition for multi-doc questions.
 
     Args:
-        llm_factory: returns the LLM (called lazily, once).
-        cfg: ``n_sub_questions`` (2, paper §2.2.2, or ``"adaptive"``: see
+        llm: the LLM (loads its model on first use, or at ``warm_up``).
+        cfg: ``keep_original`` (also retrieve with the original question), ``n_sub_questions`` (2, paper §2.2.2, or ``"adaptive"``: see
             ``preqrag.classifiers.subquestions.estimate_n_sub_questions``),
             ``max_length_ratio``, ``max_new_tokens``.
     """
 
     name = "preqrag"
 
-    def __init__(self, llm_factory: Callable[[], LLM], cfg: RewriterConfig):
-        self.llm_factory = llm_factory
+    def __init__(self, llm: LLM, cfg: RewriterConfig):
+        self.llm = llm
         self.cfg = cfg
-        self._llm: LLM | None = None
 
     def _n_sub(self, question: str) -> int:
         if self.cfg.n_sub_questions == "adaptive":
@@ -157,8 +155,6 @@ class PreQRAGRewriter:
 
         Never raises for LLM trouble: a failed call (LLMError) is a fallback like junk output.
         """
-        if self._llm is None:
-            self._llm = self.llm_factory()
         requests: list[list[dict]] = []
         slots: list[tuple[int, str]] = []
         n_subs: dict[int, int] = {}
@@ -171,7 +167,7 @@ class PreQRAGRewriter:
                 n_subs[i] = self._n_sub(q)
                 requests.append([{"role": "user", "content": DECOMPOSE_PROMPT.format(question=q, n=n_subs[i])}])
                 slots.append((i, "decompose"))
-        replies = self._llm.chat_many(requests, max_tokens=self.cfg.max_new_tokens, temperature=0.0) if requests else []
+        replies = self.llm.chat_many(requests, max_tokens=self.cfg.max_new_tokens, temperature=0.0) if requests else []
         by_q: dict[int, dict[str, str | LLMError]] = {}
         for (i, kind), reply in zip(slots, replies):
             by_q.setdefault(i, {})[kind] = reply
@@ -194,7 +190,8 @@ class PreQRAGRewriter:
                     if text is None:
                         fallbacks.append(f"{kind}: {reason}")
                     texts[kind] = text or q
-                subs = [SubQuery(text=q, sparse=texts["sparse"], dense=texts["dense"])]
+                extra = [q] if self.cfg.keep_original and (texts["sparse"] != q or texts["dense"] != q) else []
+                subs = [SubQuery(text=q, sparse=texts["sparse"], dense=texts["dense"], extra=extra)]
             else:
                 reply = got.get("decompose")
                 items = None
@@ -206,6 +203,8 @@ class PreQRAGRewriter:
                     if items is None:
                         fallbacks.append(f"decompose: {reason}")
                 subs = [SubQuery(text=s, sparse=s, dense=s) for s in (items or [q])]
+                if self.cfg.keep_original and items:
+                    subs.insert(0, SubQuery(text=q, sparse=q, dense=q))
             plans.append(QueryPlan(question_type=t, rewriter=self.name, sub_queries=subs,
                                    fallbacks=fallbacks, llm_outputs=raw))
         return plans

@@ -1,6 +1,7 @@
 """One small protocol per pipeline stage.
 
-Implementations are interchangeable and chosen by configuration (see ``preqrag.factory``).
+Implementations are interchangeable and chosen by name in the configuration
+(:mod:`preqrag.config`; :meth:`preqrag.pipeline.Pipeline.from_config` builds them).
 Each follows the Haystack 2.x convention: ``__init__`` stores configuration only (cheap,
 no model loading); the work (and lazy model loading) happens in the methods below.
 All batch methods take and return lists of equal length, in input order.
@@ -8,6 +9,7 @@ All batch methods take and return lists of equal length, in input order.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -17,6 +19,21 @@ from .records import Classification, QueryPlan, QuestionType, Ranking
 
 class LLMError(RuntimeError):
     """An LLM call failed (connection, timeout, server error) after its retries."""
+
+
+PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
+    TypeError, AttributeError, NameError, AssertionError, NotImplementedError, ImportError, SyntaxError)
+"""Exceptions that signal a bug, not bad data or a failed model call: the pipeline lets
+them surface at once instead of retrying question by question and recording failures."""
+
+
+class StageError(RuntimeError):
+    """A stage failed on data or a model call (not a bug): ``stage`` names the slot and
+    ``__cause__`` is the original exception. The pipeline isolates these per question."""
+
+    def __init__(self, stage: str, cause: BaseException):
+        self.stage = stage
+        super().__init__(f"{type(cause).__name__}: {cause}")
 
 
 @runtime_checkable
@@ -121,4 +138,22 @@ class Generator(Protocol):
 
     name: str
 
-    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[tuple[str, str | LLMError]]: ...
+    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[tuple[str, str | LLMError, list[str]]]: ...
+
+
+@runtime_checkable
+class RerankStep(Protocol):
+    """One link of the rerank chain: maps each sub-query's ranking to a new ranking.
+
+    ``queries[i]`` is the text ``rankings[i]`` is ranked against (the original question);
+    ``text_of`` gives a passage's text by id. A step owns its sorting and its cut (e.g.
+    the cross-encoder keeps the ``depth`` head). Its output is recorded in the trace under
+    ``trace_key``; its time and failures under ``stage``.
+    """
+
+    name: str
+    stage: str
+    trace_key: str
+
+    def rerank(self, queries: list[str], rankings: list[Ranking],
+               text_of: Callable[[str], str]) -> list[Ranking]: ...

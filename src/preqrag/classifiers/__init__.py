@@ -11,7 +11,6 @@ Names (``[classifier] name`` in ``preqrag.toml``):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..stages import LLM, Classifier
@@ -28,13 +27,13 @@ CLASSIFIER_NAMES: tuple[str, ...] = ("learned", "rules", "llm", "combined")
 """Valid values of ``cfg.classifier.name``."""
 
 
-def load_classifier(cfg: "PipelineConfig", llm_factory: Callable[[], LLM] | None = None) -> Classifier:
+def load_classifier(cfg: "PipelineConfig", llm: LLM | None = None) -> Classifier:
     """Build the classifier named by ``cfg.classifier.name`` (nothing is loaded yet).
 
     Args:
         cfg: the pipeline configuration; ``cfg.classifier.model_path`` is used by ``learned``.
-        llm_factory: returns the LLM for ``llm``/``combined``, called on first use; ``None``
-            (default) builds ``preqrag.llm.load_llm(cfg.llm)``.
+        llm: the LLM for ``llm``/``combined``; ``None`` (default) builds
+            ``preqrag.llm.load_llm(cfg.llm)`` (its weights load on first use).
 
     Returns:
         A :class:`preqrag.stages.Classifier`.
@@ -48,15 +47,11 @@ def load_classifier(cfg: "PipelineConfig", llm_factory: Callable[[], LLM] | None
     if name == "rules":
         return RulesClassifier()
     if name in ("llm", "combined"):
-        if llm_factory is None:
-            llm_cfg = cfg.llm
+        if llm is None:
+            from ..llm import load_llm
 
-            def llm_factory() -> LLM:
-                from ..llm import load_llm
-
-                return load_llm(llm_cfg, cache_dir=cfg.run.cache_dir)
-
-        return LLMClassifier(llm_factory) if name == "llm" else CombinedClassifier(llm_factory)
+            llm = load_llm(cfg.llm, cache_dir=cfg.run.cache_dir)  # builds the client; weights load on use
+        return LLMClassifier(llm) if name == "llm" else CombinedClassifier(llm)
     raise ValueError(f"unknown classifier {name!r}; valid names: {', '.join(CLASSIFIER_NAMES)}")
 
 

@@ -9,7 +9,6 @@ LLM reply is unusable, only the rules decide and the LLM's fallback reason is ke
 
 from __future__ import annotations
 
-from collections.abc import Callable
 
 from ..records import Classification
 from ..stages import LLM
@@ -21,16 +20,14 @@ class CombinedClassifier:
     """``multi`` if rules OR LLM say multi.
 
     Args:
-        llm_factory: returns the LLM; called lazily on the first ``classify``.
+        llm: the LLM.
         max_tokens: reply budget of the LLM classifier.
     """
 
     name = "combined"
 
-    def __init__(self, llm_factory: Callable[[], LLM], max_tokens: int = MAX_TOKENS) -> None:
-        self.llm_factory = llm_factory
-        self.max_tokens = max_tokens
-        self._llm_classifier: LLMClassifier | None = None
+    def __init__(self, llm: LLM, max_tokens: int = MAX_TOKENS) -> None:
+        self.llm_classifier = LLMClassifier(llm, max_tokens)
 
     def classify(self, questions: list[str]) -> list[Classification]:
         """Classify each question.
@@ -42,9 +39,7 @@ class CombinedClassifier:
             ``n`` Classification objects (``classifier="combined"``, ``score=None``;
             ``fallback`` set when the LLM reply was unusable and the rules alone decided).
         """
-        if self._llm_classifier is None:
-            self._llm_classifier = LLMClassifier(self.llm_factory, self.max_tokens)
-        llm_out = self._llm_classifier.classify(questions)
+        llm_out = self.llm_classifier.classify(questions)
         out: list[Classification] = []
         for q, c in zip(questions, llm_out):
             rules_multi = is_multi_by_rules(q)

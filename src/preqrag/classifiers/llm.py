@@ -14,7 +14,6 @@ back to the published rules (:mod:`.rules`) and names the reason in
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from ..records import Classification, QuestionType
 from ..stages import LLM, LLMError
@@ -68,26 +67,17 @@ def messages_for(question: str) -> list[dict]:
 class LLMClassifier:
     """Ask an LLM whether each question needs one or several documents.
 
-    ``__init__`` stores the factory only; the LLM is created on the first ``classify`` call.
-
     Args:
-        llm_factory: returns the LLM (``preqrag.stages.LLM``: ``name``, ``chat_many``).
+        llm: the LLM (``preqrag.stages.LLM``: ``name``, ``chat_many``; it loads its model on
+            first use or at ``warm_up``).
         max_tokens: reply budget (default :data:`MAX_TOKENS`).
     """
 
     name = "llm"
 
-    def __init__(self, llm_factory: Callable[[], LLM], max_tokens: int = MAX_TOKENS) -> None:
-        self.llm_factory = llm_factory
+    def __init__(self, llm: LLM, max_tokens: int = MAX_TOKENS) -> None:
+        self.llm = llm
         self.max_tokens = max_tokens
-        self._llm: LLM | None = None
-
-    @property
-    def llm(self) -> LLM:
-        """The LLM (created now if needed)."""
-        if self._llm is None:
-            self._llm = self.llm_factory()
-        return self._llm
 
     def classify(self, questions: list[str]) -> list[Classification]:
         """Classify each question with one LLM call (greedy, ``temperature=0``).

@@ -108,18 +108,12 @@ def doc_groups(questions: list[Question]) -> np.ndarray:
 
 def _line_numbers(path: str | Path) -> dict[str, int]:
     """``str(id)`` → 1-based line number of its first occurrence in a JSONL(.gz) file."""
-    import gzip
+    from ..io import iter_json_lines
 
-    p = Path(path)
     out: dict[str, int] = {}
-    with (gzip.open(p, "rt", encoding="utf-8") if p.suffix == ".gz" else open(p, encoding="utf-8")) as fh:
-        for lineno, line in enumerate(fh, 1):
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(obj, dict) and "id" in obj:
-                out.setdefault(str(obj["id"]), lineno)
+    for lineno, obj, _ in iter_json_lines(path):
+        if isinstance(obj, dict) and "id" in obj:
+            out.setdefault(str(obj["id"]), lineno)
     return out
 
 

@@ -13,7 +13,6 @@ CLI: ``preqrag eval RUN... --questions dev.jsonl -o DIR`` (cli.py).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -59,12 +58,10 @@ class RunData:
 
 
 def _is_classify_output(path: Path) -> bool:
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
+    from ..io import iter_json_lines
+
+    for _, obj, _ in iter_json_lines(path):
+        if obj is not None:
             return isinstance(obj, dict) and "question_type" in obj and "answer" not in obj
     return False
 
@@ -133,4 +130,4 @@ def load_run(answers_path: str | Path, name: str | None = None) -> RunData:
 
 __all__ = ["RunData", "load_run", "evaluate_retrieval", "evaluate_classification",
            "predictions_from_traces", "read_predictions", "judge_answers", "summarise_judgments",
-           "write_report", "sibling"]
+           "write_report"]

@@ -9,7 +9,6 @@ class mix of the question file) and a confusion table by DataMorgana ``answer_ty
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,20 +40,17 @@ def read_predictions(path: str | Path) -> dict[str, str]:
     Raises:
         FileNotFoundError: missing file.
     """
+    from ..io import iter_json_lines
+
     out: dict[str, str] = {}
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if not isinstance(obj, dict) or "id" not in obj:
-                continue
-            qt = obj.get("question_type")
-            if qt is None and isinstance(obj.get("classification"), dict):
-                qt = obj["classification"].get("question_type")
-            if qt in LABELS:
-                out[str(obj["id"])] = qt
+    for _, obj, _ in iter_json_lines(path):
+        if not isinstance(obj, dict) or "id" not in obj:
+            continue
+        qt = obj.get("question_type")
+        if qt is None and isinstance(obj.get("classification"), dict):
+            qt = obj["classification"].get("question_type")
+        if qt in LABELS:
+            out[str(obj["id"])] = qt
     return out
 
 

@@ -1,0 +1,114 @@
+"""The pipeline's slot logic with fake components (no models): which query goes to which
+retriever, fusion of primary and extra queries, the rerank chain, sub-query interleaving,
+trace keys, failure isolation, and programming errors surfacing."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from preqrag.config import load_config
+from preqrag.fusion import UnionFusion
+from preqrag.pipeline import Pipeline
+from preqrag.records import Classification, QueryPlan, Question, Ranking, SubQuery
+
+
+class FakeRetriever:
+    """Returns, for query ``q``, the passages ``<prefix>:<q>:1..3``; records its calls."""
+
+    def __init__(self, prefix: str):
+        self.prefix = prefix
+        self.calls: list[list[str]] = []
+
+    def search(self, queries, k):
+        self.calls.append(list(queries))
+        return [Ranking(ids=[f"{self.prefix}:{q}:{i}" for i in range(1, 4)], scores=[3.0, 2.0, 1.0])
+                for q in queries]
+
+
+class FakeClassifier:
+    name = "fake"
+
+    def classify(self, questions):
+        return [Classification(question_type="multi" if "and" in q else "single", classifier="fake")
+                for q in questions]
+
+
+class FakeRewriter:
+    """single: rewrites 'S(q)'/'D(q)' plus the original as an extra query; multi: two sub-questions."""
+
+    name = "fake"
+
+    def plan(self, questions, types):
+        plans = []
+        for q, t in zip(questions, types):
+            if t == "single":
+                subs = [SubQuery(text=q, sparse=f"S({q})", dense=f"D({q})", extra=[q])]
+            else:
+                subs = [SubQuery(text=p, sparse=p, dense=p) for p in q.split(" and ")]
+            plans.append(QueryPlan(question_type=t, rewriter="fake", sub_queries=subs))
+        return plans
+
+
+class ReverseStep:
+    """A rerank step that reverses each ranking and keeps 4; fails on demand."""
+
+    name = "reverse"
+    stage = "reverse"
+    trace_key = "reversed"
+
+    def __init__(self, fail_on: str | None = None, error: type[Exception] = ValueError):
+        self.fail_on, self.error = fail_on, error
+
+    def rerank(self, queries, rankings, text_of):
+        if self.fail_on is not None and self.fail_on in queries:
+            raise self.error(f"cannot rerank {self.fail_on!r}")
+        for r in rankings:
+            for pid in r.ids:
+                assert text_of(pid) == f"text of {pid}"
+        return [Ranking(ids=r.ids[::-1][:4], scores=list(range(4, 0, -1))[:len(r.ids[:4])]) for r in rankings]
+
+
+def _pipeline(step: ReverseStep) -> tuple[Pipeline, FakeRetriever, FakeRetriever]:
+    sparse, dense = FakeRetriever("bm25"), FakeRetriever("dense")
+    index = SimpleNamespace(sparse=sparse, dense=dense, encoder=None, text=lambda pid: f"text of {pid}")
+    cfg = load_config(None, {"generator": {"context_top_k": 2}})
+    return Pipeline(index, cfg, FakeClassifier(), FakeRewriter(), UnionFusion(), [step], generator=None), sparse, dense
+
+
+def test_queries_fusion_chain_merge_and_trace():
+    p, sparse, dense = _pipeline(ReverseStep())
+    t_single, t_multi = p.retrieve([Question(id=1, question="q1"), Question(id=2, question="a and b")])
+    # one call per retriever for the whole batch: primary query, then extra queries, per sub-query
+    assert sparse.calls == [["S(q1)", "q1", "a", "b"]]
+    assert dense.calls == [["D(q1)", "q1", "a", "b"]]
+    # fusion: round-robin over [bm25 primary, dense primary, bm25 extra, dense extra]
+    merged = t_single.rankings["merged"][0].ids
+    assert merged[:4] == ["bm25:S(q1):1", "dense:D(q1):1", "bm25:q1:1", "dense:q1:1"]
+    assert len(merged) == 12
+    # the trace keeps each retriever's primary list, the fused list and each step's output
+    assert t_single.rankings["sparse"][0].ids[0] == "bm25:S(q1):1"
+    assert set(t_single.rankings) == {"sparse", "dense", "merged", "reversed", "reranked", "final"}
+    assert t_single.rankings["reversed"][0].ids == merged[::-1][:4]
+    # multi: each sub-question reranked on its own, then interleaved round-robin
+    a, b = (r.ids for r in t_multi.rankings["reversed"])
+    assert t_multi.rankings["final"][0].ids[:4] == [a[0], b[0], a[1], b[1]]
+    assert t_multi.context_ids == [a[0], b[0]]
+    assert set(t_multi.seconds) >= {"classify", "rewrite", "sparse", "dense", "fusion", "reverse"}
+
+
+def test_a_failing_question_is_isolated_and_named():
+    p, sparse, _ = _pipeline(ReverseStep(fail_on="bad"))
+    outcomes = p.prepare([Question(id=1, question="good"), Question(id=2, question="bad"),
+                          Question(id=3, question="fine")])
+    assert [o.failure is None for o in outcomes] == [True, False, True]
+    assert outcomes[1].failure.stage == "reverse" and "cannot rerank 'bad'" in outcomes[1].failure.error
+    assert len(sparse.calls) == 1 + 3  # the batch once, then one question at a time
+
+
+def test_a_programming_error_surfaces_without_retries():
+    p, sparse, _ = _pipeline(ReverseStep(fail_on="bad", error=TypeError))
+    with pytest.raises(TypeError, match="cannot rerank"):
+        p.prepare([Question(id=1, question="good"), Question(id=2, question="bad")])
+    assert len(sparse.calls) == 1  # not retried question by question
