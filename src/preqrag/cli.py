@@ -190,9 +190,16 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
 
 
 @app.command("config")
-def show_config(config: Optional[Path] = ConfigOpt):
-    """Print the configuration (defaults, or a file's values) as documented TOML."""
-    typer.echo(dump_config(_config(config)))
+def show_config(config: Optional[Path] = ConfigOpt,
+                pipeline: Optional[str] = typer.Option(None, "--pipeline", "-p", help=(
+                    "A preset (preqrag.presets): print its settings, with the file's on top."))):
+    """Print the configuration (defaults, a preset's, or a file's values) as documented TOML."""
+    try:
+        cfg = load_config(config, pipeline=pipeline)
+    except ConfigError as e:
+        err.print(f"[red]config error:[/red] {e}")
+        raise typer.Exit(2)
+    typer.echo(dump_config(cfg))
 
 
 def _register_optional():

@@ -86,6 +86,17 @@ def _suffix() -> str:
     return {"darwin": ".dylib", "win32": ".dll"}.get(sys.platform, ".so")
 
 
+def _soname_file(libdir: Path, stem: str) -> Path:
+    """The file of library ``stem`` that the other libraries link to (``libggml.so.0``).
+
+    A wheel holds copies, not symlinks: ``libggml.so``, ``libggml.so.0`` and
+    ``libggml.so.0.25.3`` are three files. Loading one that llama.cpp did not load would
+    make a second, separate ggml instance; the SONAME file is the one it loads.
+    """
+    majors = sorted(p for p in libdir.glob(f"{stem}{_suffix()}.*") if p.name.count(".") == 2)
+    return majors[0] if majors else libdir / f"{stem}{_suffix()}"
+
+
 def cpu_variants(libdir: Path) -> list[Path]:
     """The ``libggml-cpu-<variant>`` modules of a portable build (empty for a native one)."""
     return sorted(p for p in libdir.glob(f"*ggml-cpu-*{_suffix()}") if p.is_file())
@@ -114,7 +125,7 @@ def amx_instructions(path: Path) -> list[str]:
 def _load_base(libdir: Path) -> None:
     """Load ``libggml-base`` globally: the variants need it and carry no RPATH to find it
     (llama-cpp-python sets ``$ORIGIN`` only on the libraries it installs itself)."""
-    base = libdir / f"libggml-base{_suffix()}"
+    base = _soname_file(libdir, "libggml-base")
     if base.exists():
         ctypes.CDLL(str(base), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
 
@@ -148,6 +159,9 @@ def best_cpu_variant(libdir: Path) -> Path | None:
 def load_backends() -> str | None:
     """Register llama.cpp's CPU backend from the installed package before llama.cpp starts.
 
+    Works before or after ``import llama_cpp`` (it registers the backend in the ggml that
+    llama.cpp itself loaded: :func:`_soname_file`).
+
     A native build links its CPU backend in (nothing to do); a portable build's variants are
     loaded with ``ggml_backend_load_all_from_path(llama_cpp/lib)``, which picks the best for
     this CPU. Idempotent.
@@ -161,7 +175,7 @@ def load_backends() -> str | None:
     libdir = lib_dir()
     if libdir is None or not is_portable(libdir):
         return None
-    ggml = ctypes.CDLL(str(libdir / f"libggml{_suffix()}"), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+    ggml = ctypes.CDLL(str(_soname_file(libdir, "libggml")), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
     ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
     best = best_cpu_variant(libdir)
     if best is None:
