@@ -46,6 +46,54 @@ def _cross_encoder(ctx: Context) -> RerankStep | None:
     return None if reranker is None else CrossEncoderStep(reranker, ctx.cfg.reranker.depth)
 
 
+def _mmr(ctx: Context) -> RerankStep:
+    from .rerankers.mmr import load_mmr_step
+
+    return load_mmr_step(ctx.cfg, ctx.index)
+
+
+def _cir_generator(ctx: Context) -> Generator:
+    from .generation_cir import CIRGenerator
+
+    return CIRGenerator(ctx.llm, ctx.cfg.generator, ctx.cfg.cir)
+
+
+def _dota_rewriter(ctx: Context) -> Rewriter:
+    from .dota import build_rewriter
+
+    return build_rewriter(ctx)
+
+
+def _bm25_prune(ctx: Context) -> RerankStep:
+    from .dota import build_prune_step
+
+    return build_prune_step(ctx)
+
+
+def _dota_generator(ctx: Context) -> Generator:
+    from .dota import build_generator
+
+    return build_generator(ctx)
+
+
+def _ginger_rewriter(ctx: Context) -> Rewriter:
+    from .ginger.build import build_rewriter
+
+    return build_rewriter(ctx)
+
+
+def _pairwise(ctx: Context) -> RerankStep:
+    from .ginger.build import build_pairwise_step
+
+    return build_pairwise_step(ctx)
+
+
+def _ginger_generator(ctx: Context) -> Generator:
+    from .ginger.build import build_generator
+
+    return build_generator(ctx)
+
+
 def _preqrag_generator(ctx: Context) -> Generator:
     from .generation import LLMGenerator
 
@@ -55,16 +103,24 @@ def _preqrag_generator(ctx: Context) -> Generator:
 REWRITERS: dict[str, Callable[[Context], Rewriter]] = {
     "preqrag": _preqrag_rewriter,
     "none": _identity_rewriter,
+    "dota": _dota_rewriter,  # DoTA-RAG §2.1-2.2: typo fix + namespace routing ([dota])
+    "ginger": _ginger_rewriter,  # GINGER §3.1: original + n rewrites ([ginger])
 }
 """``[rewriter] name`` → builder (plan slot)."""
 
 RERANK_STEPS: dict[str, Callable[[Context], RerankStep | None]] = {
     "cross-encoder": _cross_encoder,
+    "mmr": _mmr,  # CIR §2.1: MMR diversification ([mmr])
+    "bm25-prune": _bm25_prune,  # DoTA-RAG §2.3: BM25 pruning to dota.prune_keep
+    "pairwise": _pairwise,  # GINGER §3.1: duoT5-style pairwise, sym-sum ([ginger])
 }
 """``[rerank] chain`` entries → builder (``None``: the step is off, e.g. reranker.name = 'none')."""
 
 GENERATORS: dict[str, Callable[[Context], Generator]] = {
     "preqrag": _preqrag_generator,
+    "cir": _cir_generator,  # CIR §2.2: expertise prompts, cited JSON answer ([cir])
+    "dota": _dota_generator,  # DoTA-RAG §2.4-2.5: 8k aggregation, Fig. 5 prompt
+    "ginger": _ginger_generator,  # GINGER §3.2-3.3: nuggets, clusters, summaries ([ginger])
 }
 """``[generator] name`` → builder (generate slot)."""
 

@@ -52,8 +52,12 @@ class FittedPrompt(NamedTuple):
 
 
 def fit_prompt(question: str, passages: list[str], *, prompt: str, count: Callable[[str], int],
-               window: int, max_new_tokens: int, max_passage_tokens: int) -> FittedPrompt:
+               window: int, max_new_tokens: int, max_passage_tokens: int,
+               builder: Callable[[str, list[str]], str] | None = None) -> FittedPrompt:
     """Build the generation prompt so that it plus ``max_new_tokens`` fits ``window`` tokens.
+
+    ``builder(question, passages)`` renders the prompt; ``None`` = :func:`build_prompt` with
+    instruction ``prompt`` (other generators, e.g. CIR's, pass their own).
 
     1. Each passage is cut to ``max_passage_tokens`` (``[generator] max_passage_tokens``).
     2. If the prompt still overflows, the question is cut to at most
@@ -73,12 +77,16 @@ def fit_prompt(question: str, passages: list[str], *, prompt: str, count: Callab
         cuts.append(f"{label}: {n} -> {count(out)} tokens")
         return out
 
+    if builder is None:
+        def builder(q: str, ps: list[str]) -> str:
+            return build_prompt(q, ps, prompt)
+
     passages = [cut(f"passage {i}", p, max_passage_tokens) for i, p in enumerate(passages, 1)]
     budget = window - max_new_tokens - CHAT_TEMPLATE_MARGIN
-    text = build_prompt(question, passages, prompt)
+    text = builder(question, passages)
     if count(text) <= budget:
         return FittedPrompt(text, cuts)
-    fixed = count(build_prompt("", ["" for _ in passages], prompt))
+    fixed = count(builder("", ["" for _ in passages]))
     room = budget - fixed
     if room <= 0:
         raise ValueError(f"the LLM window ({window} tokens) cannot hold the instruction and "
@@ -91,11 +99,11 @@ def fit_prompt(question: str, passages: list[str], *, prompt: str, count: Callab
         share = max(0, room // (len(passages) - rank))
         fitted[i] = cut(f"passage {i + 1}", passages[i], share) if share else ""
         room -= count(fitted[i])
-    text = build_prompt(question, fitted, prompt)
+    text = builder(question, fitted)
     # Joining pieces can merge tokens differently; trim the question until the whole fits.
     while count(text) > budget and question:
         question = truncate_tokens(question, max(0, count(question) - 16), count)
-        text = build_prompt(question, fitted, prompt)
+        text = builder(question, fitted)
     return FittedPrompt(text, cuts)
 
 # PreQRAG Appendix B.3, verbatim.
@@ -127,13 +135,16 @@ class Generated(NamedTuple):
     """One generated answer: the ``final_prompt`` sent, the ``answer`` (an LLMError when the
     call failed), the ``truncations`` made to fit the LLM's window, and, for generators that
     cite, ``citations`` (per answer sentence: the 1-based numbers of the context passages it
-    cites) and ``removed_citations`` (citations to numbers not in the context, dropped)."""
+    cites) and ``removed_citations`` (citations to numbers not in the context, dropped);
+    ``fallbacks``: what the generator fell back on (e.g. ``"generate: unparsable JSON ..."``),
+    appended to ``Trace.fallbacks`` by the pipeline."""
 
     final_prompt: str
     answer: str | LLMError
     truncations: list[str]
     citations: list[tuple[str, list[int]]] | None = None
     removed_citations: int = 0
+    fallbacks: tuple[str, ...] = ()
 
 
 class LLMGenerator:

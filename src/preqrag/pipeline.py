@@ -210,13 +210,16 @@ class Pipeline:
         lists: dict[str, list[list[Ranking]]] = {}  # retriever -> per slot: [primary, *extra]
         for key, retriever, k in retrievers:
             queries: list[str] = []
+            filters: list[dict[str, list[str]]] = []
             owner: list[int] = []
             for j, (qi, si) in enumerate(slots):
                 sq = plans[qi].sub_queries[si]
                 for text in [getattr(sq, key), *sq.extra]:
                     queries.append(text)
+                    filters.append(sq.filters)
                     owner.append(j)
-            found = _run_stage(key, lambda: retriever.search(queries, k), seconds)
+            kw = {"filters": filters} if any(filters) else {}  # only retrievers that filter get them
+            found = _run_stage(key, lambda: retriever.search(queries, k, **kw), seconds)
             per_slot: list[list[Ranking]] = [[] for _ in slots]
             for j, r in zip(owner, found):
                 per_slot[j].append(r)
@@ -272,7 +275,9 @@ class Pipeline:
         traces = [o.trace for o in prepared]
         contexts = [[self.index.passages[pid].text for pid in t.context_ids] for t in traces]
         t0 = time.perf_counter()
-        generated = _run_stage("generate", lambda: self.generator.generate([q.question for q in questions], contexts))
+        extra = {"extras": [q.extra for q in questions]} if getattr(self.generator, "accepts_extras", False) else {}
+        generated = _run_stage("generate", lambda: self.generator.generate([q.question for q in questions], contexts,
+                                                                           **extra))
         per_q = round((time.perf_counter() - t0) / len(questions), 4)
         outcomes = []
         for q, trace, g in zip(questions, traces, generated):
@@ -284,6 +289,8 @@ class Pipeline:
                                                                         if 1 <= n <= len(trace.context_ids)])
                                    for sent, nums in g[3]]
                 trace.removed_citations = int(g[4])
+            if len(g) > 5:  # what the generator fell back on (e.g. CIR: unparsable JSON)
+                trace.fallbacks.extend(g[5])
             if isinstance(answer, LLMError):
                 outcomes.append(Outcome(q, trace=trace, failure=Failure(
                     id=q.id, question=q.question, error=str(answer), stage="generate")))

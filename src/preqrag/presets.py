@@ -14,6 +14,23 @@ setting of a preset can be overridden. ``preqrag config --pipeline NAME`` prints
   itself retrieves.
 * ``hybrid``: no LLM before generation: BM25 + dense on the raw question, union,
   cross-encoder (the ablation ladder's ``hybrid-rerank`` row).
+* ``cir``: CIR at TREC 2024 RAG (augmented generation; paper §2, Tables 1-3), its
+  priority-1 run (Table 3, run 3): the raw question (CIR rewrites nothing), BM25 + dense,
+  cross-encoder, MMR with cosine similarity and λ = 0.5 over the top j = 100 (§2.1), k = 20
+  passages (Table 1) to the P.1 expertise prompt (or the question's ``user_expertise``) with a
+  cited JSON answer (§2.2). docs/presets.md, section cir, lists the deviations.
+* ``dota``: DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571): typo-fixing
+  rewrite (§2.1, Fig. 3), routing to the top-2 of 4 votes over WebOrganizer's 24 topic
+  namespaces (§2.2, Fig. 4), dense top-100 inside them, BM25 pruning to 20, cross-encoder to 10
+  (§2.3), passages joined by blank lines in an 8k-token budget (§2.4), Fig. 5 prompt, 300-word
+  cap (§2.5). docs/presets.md, section dota, lists the deviations.
+* ``ginger``: GINGER (Łajewska et al., UiS-IAI@LiveRAG, SIGIR 2025 LiveRAG, arXiv 2506.22210):
+  the original question + 3 LLM rewrites (§3.1, App. B.1), BM25 + dense per query fused by RRF
+  (§3.1), pointwise cross-encoder (stand-in for monoT5) then pairwise sym-sum reranking of the
+  top k = 20 (§3.1; k = 40 in the paper), nuggets detected in the top m = 5 passages (m = 10),
+  clustered, ranked pairwise, one summary sentence per cluster, at most 5 sentences and 300
+  words, a fluency pass (§3.2-3.3, App. B.2-B.3). docs/presets.md, section ginger, lists the
+  deviations.
 """
 
 from __future__ import annotations
@@ -22,5 +39,19 @@ PRESETS: dict[str, dict] = {
     "preqrag": {},
     "preqrag-keep": {"rewriter": {"keep_original": True}},
     "hybrid": {"rewriter": {"name": "none"}},
+    "cir": {"rewriter": {"name": "none"}, "rerank": {"chain": ["cross-encoder", "mmr"]},
+            "mmr": {"lambda_": 0.5, "similarity": "cosine", "top_j": 100, "relevance": "scores"},
+            "generator": {"name": "cir", "context_top_k": 20, "max_new_tokens": 512},
+            "cir": {"prompt": "P.1", "use_question_expertise": True}},
+    "dota": {"rewriter": {"name": "dota"}, "retrieval": {"use_sparse": False, "dense_top_k": 100},
+             "rerank": {"chain": ["bm25-prune", "cross-encoder"]}, "reranker": {"depth": 20},
+             "generator": {"name": "dota", "context_top_k": 10, "max_new_tokens": 400, "max_words": 300},
+             "dota": {"route": True, "route_votes": 4, "route_top_n": 2, "prune_keep": 20,
+                      "context_tokens": 8000}},
+    "ginger": {"rewriter": {"name": "ginger"}, "fusion": {"name": "rrf"},
+               "rerank": {"chain": ["cross-encoder", "pairwise"]},
+               "generator": {"name": "ginger", "context_top_k": 5, "max_words": 300},
+               "ginger": {"n_rewrites": 3, "query_mode": "fuse", "pairwise_top_k": 20, "clustering": "agglomerative",
+                          "cluster_ranking": "pairwise", "max_sentences": 5, "fluency": True}},
 }
 """Preset name → partial configuration (table → settings)."""

@@ -86,6 +86,10 @@ class SubQuery(BaseModel):
     extra: list[str] = Field(default_factory=list, description=(
         "Further queries sent to every retriever and fused with the others (e.g. the original "
         "question when rewriter.keep_original is set)."))
+    filters: dict[str, list[str]] = Field(default_factory=dict, description=(
+        "Metadata filters for this sub-query's retrieval: facet -> allowed values (e.g. DoTA-RAG's routed "
+        "namespaces, {'topic': ['Health', 'Politics']}, §2.2); retrievers that support filters search only "
+        "the passages allowed. Empty: no filter."))
 
 
 class QueryPlan(BaseModel):

@@ -49,10 +49,15 @@ class CachedLLM:
         return self.store.misses
 
     def chat_many(self, requests: list[list[dict]], *, max_tokens: int,
-                  temperature: float = 0.0) -> list[str | LLMError]:
-        """As ``LLM.chat_many``; only cache misses reach the wrapped LLM."""
+                  temperature: float = 0.0, seed: int | None = None) -> list[str | LLMError]:
+        """As ``LLM.chat_many``; only cache misses reach the wrapped LLM. ``seed`` (sampling at
+        ``temperature > 0``, uncached) is passed on when the wrapped LLM takes one."""
         if temperature != 0.0:
-            return self.llm.chat_many(requests, max_tokens=max_tokens, temperature=temperature)
+            import inspect
+
+            takes_seed = seed is not None and "seed" in inspect.signature(self.llm.chat_many).parameters
+            return self.llm.chat_many(requests, max_tokens=max_tokens, temperature=temperature,
+                                      **({"seed": seed} if takes_seed else {}))
         keys = [call_key(self.name, m, max_tokens, temperature) for m in requests]
         results: list[str | LLMError | None] = self.store.get_many(keys)
         todo = [i for i, r in enumerate(results) if r is None]

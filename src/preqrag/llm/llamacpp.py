@@ -36,14 +36,14 @@ class LlamaCppLLM:
     def _load(self):
         with self._lock:  # two threads must not both build a model
             if self._llm is None:
+                from .llama_build import load_backends
+
+                load_backends()  # a portable build: register the CPU variant for this CPU
                 try:
                     from llama_cpp import Llama
                 except ImportError as e:  # pragma: no cover - depends on the install
                     raise ImportError("llama-cpp-python is needed: run ./install.sh (a portable build of "
                                       "llama-cpp-python==0.3.36)") from e
-                from .llama_build import load_backends
-
-                load_backends()  # a portable build's CPU variant, before llama.cpp starts
                 model = resolve(self.cfg.model)
                 kwargs = dict(n_ctx=self.cfg.n_ctx, n_threads=self.cfg.n_threads or os.cpu_count(),
                               flash_attn=True, verbose=False, seed=0)
@@ -66,19 +66,32 @@ class LlamaCppLLM:
         with self._lock:
             return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
-    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0) -> str:
-        """One chat completion; raises LLMError when llama.cpp fails (e.g. context overflow)."""
+    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0,
+             seed: int | None = None) -> str:
+        """One chat completion; raises LLMError when llama.cpp fails (e.g. context overflow).
+
+        ``seed``: the sampling seed at ``temperature > 0`` (default 0, so a call repeats); pass
+        different seeds for different samples (DoTA-RAG's routing votes)."""
         llm = self._load()
         with self._lock:
             try:
                 with model_time("llm"):
                     out = llm.create_chat_completion(messages=messages, max_tokens=max_tokens,
-                                                     temperature=temperature, seed=0)
+                                                     temperature=temperature, seed=0 if seed is None else seed)
             except Exception as e:  # llama.cpp raises ValueError/RuntimeError
                 raise LLMError(f"llama-cpp: {type(e).__name__}: {e}") from e
         return out["choices"][0]["message"]["content"] or ""
 
     def chat_many(self, requests: list[list[dict]], *, max_tokens: int,
-                  temperature: float = 0.0) -> list[str | LLMError]:
-        """Sequential (one llama.cpp context); a failure is returned in place, not raised."""
-        return chat_each(self, requests, max_tokens=max_tokens, temperature=temperature)
+                  temperature: float = 0.0, seed: int | None = None) -> list[str | LLMError]:
+        """Sequential (one llama.cpp context); a failure is returned in place, not raised.
+        ``seed`` as in :meth:`chat`, for every request."""
+        if seed is None:
+            return chat_each(self, requests, max_tokens=max_tokens, temperature=temperature)
+        results: list[str | LLMError] = []
+        for messages in requests:
+            try:
+                results.append(self.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed))
+            except LLMError as e:
+                results.append(e)
+        return results

@@ -1,0 +1,157 @@
+"""DoTA-RAG namespace routing: how much of the index a routed question searches, and what it costs
+in recall (DoTA-RAG §2.2: "shrinking the average search space by 92%"). Written to
+docs/bench/dota_routing.json + .md.
+
+For each question: the router's namespaces (the ``dota`` rewriter: typo-fixing rewrite, then 4
+votes at temperature 0.6 over WebOrganizer's 24 topics, top 2; or ``--router embedding``, an
+LLM-free stand-in that takes the 2 topics whose descriptions are most similar to the question's
+embedding, to show what a router that always answers would cut), then
+
+* fraction searched: passages in the routed namespaces / all passages (1.0 when no vote parsed:
+  the whole index is searched);
+* gold in namespaces: share of gold documents whose topic is among the routed namespaces (the
+  recall routing can lose before retrieval starts);
+* dense hit@100: a gold document among the routed dense top-100, against unrouted;
+* dense search seconds (query embeddings precomputed; FAISS only), routed vs unrouted.
+
+Usage:
+  python bench/dota_routing.py --index IDX --questions smoke.jsonl [--router dota|embedding]
+         [--limit N] [--config CFG] [--out docs/bench/dota_routing.json]
+Rows are merged into the output by (router, index, questions).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import describe, machine  # noqa: E402
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--index", required=True, type=Path)
+    p.add_argument("--questions", required=True, type=Path)
+    p.add_argument("--router", choices=["dota", "embedding"], default="dota")
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--config", type=Path, default=None, help="Overrides on top of the dota preset.")
+    p.add_argument("--repeat", type=int, default=5, help="Timing repetitions of the dense searches.")
+    p.add_argument("--out", type=Path, default=Path("docs/bench/dota_routing.json"))
+    args = p.parse_args()
+
+    from preqrag.config import load_config
+    from preqrag.dota import load_topics
+    from preqrag.dota.topics import FACET, TOPIC_NAMES, topic_text
+    from preqrag.index import Index
+    from preqrag.llm import load_llm
+
+    cfg = load_config(args.config, pipeline="dota")
+    index = Index.open(args.index, cfg)
+    t0 = time.perf_counter()
+    topics = load_topics(index)
+    topic_seconds = time.perf_counter() - t0
+    index.dense.add_facet(FACET, topics.names, topics.labels)
+    qs = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
+    qs = qs[:args.limit] if args.limit else qs
+    texts = [q["question"] for q in qs]
+
+    t0 = time.perf_counter()
+    fallbacks = 0
+    if args.router == "dota":
+        from preqrag.dota import DotaRewriter
+
+        llm = load_llm(cfg.llm, cache_dir=cfg.run.cache_dir)
+        plans = []
+        for i in range(0, len(texts), cfg.run.batch_size):
+            plans += DotaRewriter(llm, cfg.dota).plan(texts[i:i + cfg.run.batch_size], ["single"] * len(texts[i:i + cfg.run.batch_size]))
+        routed = [p.sub_queries[0].filters.get(FACET, []) for p in plans]
+        queries = [p.sub_queries[0].dense for p in plans]
+        fallbacks = sum(any(f.startswith("route: no valid vote") for f in p.fallbacks) for p in plans)
+        votes_total = cfg.dota.route_votes * len(plans)
+        votes_valid = votes_total - sum(f.startswith("route vote") for p in plans for f in p.fallbacks)
+    else:
+        tv = index.encoder.encode([topic_text(n) for n in TOPIC_NAMES], is_query=True)
+        qv = index.encoder.encode(texts, is_query=True)
+        top = np.argsort(-(qv @ tv.T), axis=1)[:, :cfg.dota.route_top_n]
+        routed = [[TOPIC_NAMES[j] for j in row] for row in top]
+        queries = texts
+        votes_valid = votes_total = None
+    route_seconds = (time.perf_counter() - t0) / len(texts)
+
+    doc_topic = {index.passages[pid].doc_id: topics.names[lab] for pid, lab in zip(index.passage_ids, topics.labels)}
+    fraction = [topics.fraction(r) if r else 1.0 for r in routed]
+    gold_in = [np.mean([doc_topic.get(g) in r for g in q["gold_doc_ids"]]) if r else 1.0 for q, r in zip(qs, routed)]
+
+    vectors = index.encoder.encode(queries, is_query=True)
+    filters = [{FACET: r} if r else {} for r in routed]
+
+    def timed(fn):
+        best = float("inf")
+        for _ in range(args.repeat):
+            t = time.perf_counter()
+            out = fn()
+            best = min(best, time.perf_counter() - t)
+        return out, best / len(queries)
+
+    def routed_search():
+        out = []
+        for v, f in zip(vectors, filters):
+            out += index.dense.search_vectors(v[None, :], 100, index.dense.filter_mask(f))
+        return out
+
+    def full_search():
+        return [r for v in vectors for r in index.dense.search_vectors(v[None, :], 100)]
+
+    routed_rank, routed_s = timed(routed_search)
+    full_rank, full_s = timed(full_search)
+
+    def hit(rankings):
+        return float(np.mean([bool({index.passages[pid].doc_id for pid in r.ids} & set(q["gold_doc_ids"]))
+                              for q, r in zip(qs, rankings)]))
+
+    row = {
+        "router": args.router, "index": str(args.index), "questions": str(args.questions), "n_questions": len(qs),
+        "n_passages": len(index.passage_ids), "llm": cfg.llm.model if args.router == "dota" else None,
+        "fraction_searched_mean": round(float(np.mean(fraction)), 4),
+        "search_space_reduction": round(1 - float(np.mean(fraction)), 4),
+        "no_valid_vote": fallbacks, "votes_valid": votes_valid, "votes_total": votes_total,
+        "gold_in_namespaces": round(float(np.mean(gold_in)), 4),
+        "dense_hit100_routed": round(hit(routed_rank), 4), "dense_hit100_unrouted": round(hit(full_rank), 4),
+        "dense_search_ms_routed": round(routed_s * 1000, 3), "dense_search_ms_unrouted": round(full_s * 1000, 3),
+        "route_seconds_per_question": round(route_seconds, 3), "topic_assignment_seconds": round(topic_seconds, 2),
+        "passages_per_topic": topics.counts(),
+        "command": "python " + " ".join(sys.argv),
+        "date": datetime.date.today().isoformat(), "machine": machine(),
+    }
+    data = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}
+    data["rows"] = [r for r in data["rows"] if (r["router"], r["index"], r["questions"]) !=
+                    (row["router"], row["index"], row["questions"])] + [row]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=2) + "\n")
+    md = ["# DoTA-RAG namespace routing: search space and recall", "",
+          "Written by bench/dota_routing.py (see its docstring). Fraction searched: passages in the routed "
+          "namespaces / all passages (1.0 when no vote parsed).", "",
+          "| router | questions | passages | fraction searched | reduction | no valid vote | valid votes | "
+          "gold doc in namespaces | dense hit@100 routed / unrouted | dense search ms routed / unrouted | command |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in data["rows"]:
+        votes = f"{r['votes_valid']}/{r['votes_total']}" if r["votes_total"] else "–"
+        md.append(f"| {r['router']}{' (' + r['llm'] + ')' if r['llm'] else ''} | {r['n_questions']} | "
+                  f"{r['n_passages']} | {r['fraction_searched_mean']:.3f} | {r['search_space_reduction']:.1%} | "
+                  f"{r['no_valid_vote']} | {votes} | {r['gold_in_namespaces']:.3f} | "
+                  f"{r['dense_hit100_routed']:.3f} / {r['dense_hit100_unrouted']:.3f} | "
+                  f"{r['dense_search_ms_routed']:.2f} / {r['dense_search_ms_unrouted']:.2f} | `{r['command']}` |")
+    md += ["", f"Machine: {describe(machine())}."]
+    args.out.with_suffix(".md").write_text("\n".join(md) + "\n")
+    print(json.dumps({k: v for k, v in row.items() if k not in ("passages_per_topic", "machine")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

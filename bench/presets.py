@@ -1,0 +1,175 @@
+"""Preset ladder (issue 10): every system preset over the same index and question sample.
+
+For each preset (``pipeline = NAME``; rows may add overrides) the questions are answered
+end to end, and the row records:
+
+* retrieval of the final ranking at document level (the ablation ladder's columns:
+  single hit@1 / hit@10 / MRR@10, multi recall@10 / all@10; preqrag.evaluation, ranx);
+* answer-level figures that need no capable judge: **context hit** (a gold document among
+  the generator's passages; for multi-doc questions the share of gold documents there),
+  **token F1** against the reference answer (SQuAD's normalisation: lower case, no
+  punctuation/articles, bag of tokens) and **ROUGE-L** F-measure (``rouge-score``, stemmed);
+* for presets that cite, the share of answer sentences with at least one valid citation
+  and the citations removed as invalid;
+* seconds per question per stage (from the traces) and in total.
+
+A 135M LLM writes weak answers: the answer-level columns say little about the presets
+with a capable LLM, and the docs say so.
+
+    python bench/presets.py --index IDX --questions ../shared/liverag-bench/dev.jsonl --sample 100 \\
+        --presets preqrag,preqrag-keep,hybrid --cache-dir /work/cache/presets -o docs/bench/presets.json
+
+``--retrieval-only`` skips generation (retrieval columns and seconds only). Rows merge into
+an existing output file by (name, label).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import random
+import re
+import string
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import describe, machine, stage_means  # noqa: E402
+
+from preqrag.config import load_config  # noqa: E402
+from preqrag.evaluation import evaluate_retrieval  # noqa: E402
+from preqrag.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.pipeline import Pipeline  # noqa: E402
+
+
+def normalize_answer(text: str) -> list[str]:
+    """SQuAD v1.1 evaluation normalisation (Rajpurkar et al., 2016, official script):
+    lower case, drop punctuation and the articles a/an/the, split on whitespace."""
+    text = text.lower()
+    text = "".join(ch for ch in text if ch not in set(string.punctuation))
+    text = re.sub(r"\b(a|an|the)\b", " ", text)
+    return text.split()
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    """SQuAD token F1 between two answers (bag-of-tokens overlap)."""
+    p, r = normalize_answer(prediction), normalize_answer(reference)
+    common = Counter(p) & Counter(r)
+    same = sum(common.values())
+    if not p or not r or same == 0:
+        return 0.0
+    precision, recall = same / len(p), same / len(r)
+    return 2 * precision * recall / (precision + recall)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--index", required=True)
+    ap.add_argument("--questions", required=True)
+    ap.add_argument("--sample", type=int, default=None, help="fixed-seed sample (seed 0, as bench/ablation.py)")
+    ap.add_argument("--presets", default="preqrag,preqrag-keep,hybrid")
+    ap.add_argument("--config", default=None, help="a TOML applied on top of each preset")
+    ap.add_argument("--cache-dir", default=None)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--retrieval-only", action="store_true")
+    ap.add_argument("--label", default=None)
+    ap.add_argument("-o", "--out", default="docs/bench/presets.json")
+    args = ap.parse_args(argv)
+
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    questions, errors = read_questions(args.questions)
+    if args.sample and args.sample < len(questions):
+        questions = random.Random(0).sample(questions, args.sample)
+    label = args.label or f"{Path(args.index).name} / {Path(args.questions).name} ({len(questions)} q)"
+    out = Path(args.out)
+    data = json.loads(out.read_text()) if out.exists() else {"rows": []}
+    for name in args.presets.split(","):
+        overrides = {"run": {"trace_depth": 100, **({"cache_dir": args.cache_dir} if args.cache_dir else {})}}
+        cfg = load_config(args.config, overrides, pipeline=name)
+        pipeline = Pipeline.from_config(args.index, cfg)
+        pipeline.warm_up()
+        traces, answers, failures = [], {}, 0
+        t0 = time.perf_counter()
+        for start in range(0, len(questions), args.batch_size):
+            batch = questions[start:start + args.batch_size]
+            if args.retrieval_only:
+                traces += pipeline.retrieve(batch)
+                continue
+            for o in pipeline.answer(batch):
+                if o.trace is not None:
+                    traces.append(o.trace)
+                if o.answer is not None:
+                    answers[o.question.key] = o.answer
+                else:
+                    failures += 1
+        wall = time.perf_counter() - t0
+        m = evaluate_retrieval(traces, questions, stages=["final"])
+        block = m["metrics"]["final"]["breakdown"]["all"]["all"]
+        single, multi = block["single"], block["multi"]
+        row = {"name": name, "label": label, "n_questions": len(questions),
+               "single_hit@1": single.get("hit@1"), "single_hit@10": single.get("hit@10"),
+               "single_mrr@10": single.get("mrr@10"), "multi_recall@10": multi.get("recall@10"),
+               "multi_all@10": multi.get("all@10"),
+               "seconds_per_question": round(wall / len(questions), 4),
+               "seconds_per_question_by_stage": stage_means([t.seconds for t in traces]),
+               "fallbacks": sum(bool(t.fallbacks) for t in traces), "failures": failures,
+               "config": cfg.model_dump(mode="json")}
+        if not args.retrieval_only:
+            by_id = {str(t.id): t for t in traces}
+            ctx_hit, f1, rouge, cited, sentences, removed = [], [], [], 0, 0, 0
+            for q in questions:
+                a = answers.get(q.key)
+                gold = set(q.extra.get("gold_doc_ids") or [])
+                if a is None:
+                    continue
+                docs = {d for p in a.passages for d in p.doc_IDs}
+                if gold:
+                    ctx_hit.append(len(gold & docs) / len(gold) if len(gold) > 1 else float(bool(gold & docs)))
+                ref = q.extra.get("answer")
+                if isinstance(ref, str) and ref.strip():
+                    f1.append(token_f1(a.answer, ref))
+                    rouge.append(scorer.score(ref, a.answer)["rougeL"].fmeasure)
+                t = by_id.get(q.key)
+                if t is not None and t.citations is not None:
+                    sentences += len(t.citations)
+                    cited += sum(bool(c.passage_ids) for c in t.citations)
+                    removed += t.removed_citations
+            row.update({"answered": len(answers),
+                        "context_hit": round(sum(ctx_hit) / len(ctx_hit), 4) if ctx_hit else None,
+                        "answer_token_f1": round(sum(f1) / len(f1), 4) if f1 else None,
+                        "answer_rougeL": round(sum(rouge) / len(rouge), 4) if rouge else None,
+                        "cited_sentence_share": round(cited / sentences, 4) if sentences else None,
+                        "removed_citations": removed if sentences else None})
+        print(json.dumps({k: v for k, v in row.items() if k != "config"}), flush=True)
+        data["rows"] = [r for r in data["rows"] if not (r["name"] == name and r["label"] == label)] + [row]
+        data.update({"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"), "command": "python bench/presets.py " + " ".join(argv or sys.argv[1:])})
+        atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+    write_markdown(data, out.with_suffix(".md"))
+    return 0
+
+
+def write_markdown(data: dict, path: Path) -> None:
+    cols = ["single_hit@1", "single_hit@10", "single_mrr@10", "multi_recall@10", "context_hit",
+            "answer_token_f1", "answer_rougeL", "cited_sentence_share", "seconds_per_question"]
+    lines = ["# Preset ladder", "", f"Command: `{data['command']}`", "", f"Machine: {describe(data['machine'])}; "
+             f"{data['date']}.", "", "A 135M LLM writes weak rewrites and answers: answer-level columns say little "
+             "about the presets with a capable LLM.", "",
+             "| preset | label | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 2)]
+    for r in data["rows"]:
+        vals = ["" if r.get(c) is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])) for c in cols]
+        lines.append(f"| {r['name']} | {r['label']} | " + " | ".join(vals) + " |")
+    lines += ["", "Seconds per question by stage:", ""]
+    for r in data["rows"]:
+        lines.append(f"- {r['name']} ({r['label']}): " + ", ".join(f"{k} {v}" for k, v in
+                                                                r["seconds_per_question_by_stage"].items()))
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""DoTA-RAG context aggregation (§2.4) and answer generation (§2.5, Fig. 5).
+
+* Aggregation: "Concatenate the text of the top-10 passages, separated by blank lines. If the
+  concatenation exceeds 8k tokens, truncate passages proportionally." Here the budget is
+  ``dota.context_tokens`` (8000) capped by what the LLM's window leaves for passages (window
+  − ``generator.max_new_tokens`` − chat-template margin − the prompt without passages), and
+  "proportionally" means every passage is cut by the same factor (a passage keeps
+  ``floor(its tokens × budget / total tokens)``), so long passages give up the most.
+* Generation: the Fig. 5 prompt, one user message (that text is the LiveRAG
+  ``final_prompt``); the answer is cut to ``generator.max_words`` (300) words, LiveRAG's cap
+  (§4.2, Table 3 "300-word cap"). Decoding is greedy (``temperature = 0``); the authors' code
+  samples at 0.8, which helps nothing a cap-length answer needs and defeats the LLM cache.
+"""
+
+from __future__ import annotations
+
+from ..config import DotaConfig, GeneratorConfig
+from ..generation import CHAT_TEMPLATE_MARGIN, QUESTION_SHARE, Generated, approx_tokens, truncate_tokens, \
+    truncate_words
+from ..stages import LLM, LLMError
+
+PROMPT = """You are a helpful assistant.
+
+Context:
+{passages}
+
+Question:
+{query}"""
+"""DoTA-RAG Fig. 5 (Generation prompt), verbatim; ``{passages}`` is the aggregated context."""
+
+
+def build_dota_prompt(question: str, passages: list[str]) -> str:
+    """Fig. 5 with the passages joined by blank lines (§2.4)."""
+    return PROMPT.format(passages="\n\n".join(p.strip() for p in passages), query=question)
+
+
+def aggregate(question: str, passages: list[str], *, count, budget: int, room: int) -> tuple[str, list[str]]:
+    """The Fig. 5 prompt with passages cut proportionally to fit.
+
+    Args:
+        count: token counter of the LLM.
+        budget: tokens the passages may use together (``dota.context_tokens``).
+        room: tokens the whole prompt may use (window − new tokens − template margin).
+
+    Returns:
+        ``(prompt, truncations)``; truncations name each cut, e.g. ``"passage 3: 900 -> 412 tokens"``.
+
+    Raises:
+        ValueError: ``room`` cannot hold the prompt without passages.
+    """
+    cuts: list[str] = []
+    fixed = count(build_dota_prompt("", ["" for _ in passages]))
+    if room - fixed <= 0:
+        raise ValueError(f"the LLM window leaves {room} tokens for a prompt whose fixed part needs {fixed}; "
+                         "raise llm.n_ctx or lower generator.max_new_tokens")
+    q_tokens = count(question)
+    q_limit = max(1, int((room - fixed) * QUESTION_SHARE))
+    if q_tokens > q_limit and q_tokens + fixed + sum(count(p) for p in passages) > room:
+        question = truncate_tokens(question, q_limit, count)
+        cuts.append(f"question: {q_tokens} -> {count(question)} tokens")
+    available = min(budget, room - fixed - count(question))
+    sizes = [count(p) for p in passages]
+    total = sum(sizes)
+    fitted = list(passages)
+    factor = 1.0 if total <= available else available / total
+    for _ in range(100):  # joins can merge tokens: shrink by 5% until the whole fits
+        if factor < 1.0:
+            fitted = [truncate_tokens(p, int(n * factor), count) if n else p for p, n in zip(passages, sizes)]
+        text = build_dota_prompt(question, fitted)
+        if count(text) <= room:
+            break
+        factor *= 0.95
+    if factor < 1.0:
+        cuts += [f"passage {i}: {n} -> {count(f)} tokens" for i, (f, n) in enumerate(zip(fitted, sizes), 1)
+                 if f != passages[i - 1]]
+    return text, cuts
+
+
+class DotaGenerator:
+    """Generator ``dota``: §2.4 aggregation, Fig. 5 prompt, greedy, ``max_words`` cap.
+
+    Args:
+        llm: the shared LLM (``count_tokens`` and ``context_window`` used when present, else
+            :func:`preqrag.generation.approx_tokens` and 4096).
+        cfg: ``[generator]`` (``max_new_tokens``, ``max_words``).
+        dota: ``[dota]`` (``context_tokens``).
+    """
+
+    name = "dota"
+
+    def __init__(self, llm: LLM, cfg: GeneratorConfig, dota: DotaConfig):
+        self.llm = llm
+        self.cfg = cfg
+        self.dota = dota
+
+    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[Generated]:
+        llm = self.llm
+        count = getattr(llm, "count_tokens", None) or approx_tokens
+        window = int(getattr(llm, "context_window", None) or 4096)
+        room = window - self.cfg.max_new_tokens - CHAT_TEMPLATE_MARGIN
+        fitted = [aggregate(q, c, count=count, budget=self.dota.context_tokens, room=room)
+                  for q, c in zip(questions, contexts)]
+        replies = llm.chat_many([[{"role": "user", "content": text}] for text, _ in fitted],
+                                max_tokens=self.cfg.max_new_tokens, temperature=0.0)
+        return [Generated(text, r if isinstance(r, LLMError) else truncate_words(r, self.cfg.max_words),
+                          [f"generate: {t}" for t in cuts])
+                for (text, cuts), r in zip(fitted, replies)]

@@ -1,0 +1,278 @@
+"""CIR's generation step: expertise-adapted prompts and a cited JSON answer (CIR at TREC 2024 RAG, §2.2).
+
+The prompt is CIR's base prompt (Table 2) with one of the expertise prompts P.0–P.3
+inserted (Table 2): P.0 no specific user, P.1 a beginner, P.2 an expert, P.3 a user with
+some foundational knowledge. The LLM answers with a JSON list of sentences, each carrying
+the ids of the passages it draws on; the reply is parsed strictly and citations to ids that
+were not in the input are counted and removed (§2.2: "hallucinated references that are not
+part of the input are counted and removed from the final RAG output").
+
+Placement of P.x: the paper's Table 2 (as extracted) reads ``"Do retrieval augmented
+generation with the following texts\\n" + [P.x] + "according to the following query: " +
+QUERY ...``; its caption lists the parts as general prompt, P.x, query presentation and
+query, prompt details, text introduction and segments, output method. P.x is inserted
+there. P.0 is the empty string.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import CIRConfig, GeneratorConfig
+from .generation import Generated, approx_tokens, fit_prompt, truncate_words
+from .stages import LLM, LLMError
+
+# CIR Table 2, verbatim (including the paper's spelling "seperate").
+BASE_GENERAL = "Do retrieval augmented generation with the following texts\n"
+BASE_QUERY = "according to the following query: "
+BASE_DETAILS = ("make short and concise sentences while combining multiple texts into one sentence if they "
+                "convey the same information\n")
+BASE_TEXTS = "these are the texts, ordered by relevance with their ids:\n"
+BASE_OUTPUT = ("\ngive the output as a json, where all sentences are seperate and are assigned the ids of the "
+               "texts, where the information appears\n")
+
+EXPERTISE_PROMPTS: dict[str, str] = {
+    "P.0": "",
+    "P.1": "Please bear in mind that I am a beginner in this field and have little prior knowledge.\n",
+    "P.2": "Please bear in mind that I am an expert in this field and have substantial prior knowledge.\n",
+    "P.3": "Please bear in mind that I have some foundational knowledge in this field but am not deeply "
+           "experienced.\n",
+}
+"""CIR Table 2, verbatim: the user-context sentence inserted into the base prompt."""
+
+EXPERTISE_LEVELS: dict[str, str] = {
+    "none": "P.0", "unknown": "P.0", "general": "P.0",
+    "novice": "P.1", "beginner": "P.1", "layperson": "P.1", "lay": "P.1",
+    "expert": "P.2", "advanced": "P.2",
+    "intermediate": "P.3", "some": "P.3", "foundational": "P.3",
+}
+"""A question's ``user_expertise`` value (lower-cased) → prompt. DataMorgana, which made the
+LiveRAG questions, uses ``novice`` / ``expert``; the other names are for other data sets.
+The prompt ids themselves (``"P.2"``) are accepted too."""
+
+OUTPUT_FORMAT = ('Reply with this JSON only: {"sentences": [{"text": "<one sentence>", "ids": [<id>, ...]}, '
+                 '...]}\n')
+"""Not in the paper: the JSON shape the parser reads. CIR gave few-shot examples and asked
+for JSON in the API call (§2.2) but published neither the examples nor the schema."""
+
+SENTENCE_KEYS = ("sentences", "answer", "response")
+"""Top-level keys under which a JSON object may hold the sentence list (else a bare list)."""
+TEXT_KEYS = ("text", "sentence")
+IDS_KEYS = ("ids", "citations", "references")
+
+_ID = re.compile(r"^\s*\[?\s*(\d+)\s*\]?\s*$")
+_FENCE = re.compile(r"^\s*```[A-Za-z]*\s*\n?(.*?)\n?\s*```\s*$", re.S)
+
+
+def segments_dict(passages: Sequence[str]) -> str:
+    """CIR's SEGMENTS (Table 2): "Python dictionary-formatted pairs of segment IDs and segment
+    texts". The ids are the passages' 1-based numbers (CIR used TREC segment ids; the
+    LiveRAG passage ids are long URNs that a small LLM cannot copy reliably)."""
+    return repr({i: p.strip() for i, p in enumerate(passages, 1)})
+
+
+def build_cir_prompt(question: str, passages: Sequence[str], expertise: str = "P.0") -> str:
+    """CIR's generation prompt (Table 2) for ``question`` and its context ``passages``
+    (importance order), with expertise prompt ``expertise`` (``"P.0"`` … ``"P.3"``),
+    followed by :data:`OUTPUT_FORMAT`.
+
+    Raises:
+        KeyError: an unknown expertise prompt id.
+    """
+    return (BASE_GENERAL + EXPERTISE_PROMPTS[expertise] + BASE_QUERY + question + "\n" + BASE_DETAILS
+            + BASE_TEXTS + segments_dict(passages) + BASE_OUTPUT + OUTPUT_FORMAT)
+
+
+@dataclass
+class ParsedAnswer:
+    """The parse of one LLM reply (:func:`parse_cir_answer`).
+
+    ``sentences``: (sentence, cited 1-based passage numbers) in answer order;
+    ``removed``: citations to ids not in the input (out of range, or not an id at all);
+    ``fallback``: why the reply could not be used as JSON (then ``sentences`` is empty and
+    the caller uses the raw text); ``skipped``: list items that were not a sentence object.
+    """
+
+    sentences: list[tuple[str, list[int]]] = field(default_factory=list)
+    removed: int = 0
+    fallback: str | None = None
+    skipped: int = 0
+
+
+def _json_value(reply: str) -> Any:
+    """The first JSON value in ``reply`` (a ```json fence is unwrapped; text before the first
+    ``{``/``[`` and after the value is ignored). Raises ValueError if there is none."""
+    text = reply.strip()
+    m = _FENCE.match(text)
+    if m:
+        text = m.group(1).strip()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        pass
+    starts = [i for i in (text.find("{"), text.find("[")) if i >= 0]
+    if not starts:
+        raise ValueError("no JSON object in the reply")
+    try:
+        value, _ = json.JSONDecoder().raw_decode(text, min(starts))
+    except json.JSONDecodeError as e:
+        raise ValueError(f"invalid JSON ({e.msg} at char {e.pos})") from None
+    return value
+
+
+def _first(obj: dict, keys: tuple[str, ...]) -> Any:
+    for k in keys:
+        if k in obj:
+            return obj[k]
+    return None
+
+
+def parse_cir_answer(reply: str, n_passages: int) -> ParsedAnswer:
+    """Parse a CIR JSON answer strictly; never raises.
+
+    Accepted shapes (:data:`OUTPUT_FORMAT` and close variants a capable model produces):
+    ``{"sentences": [...]}`` (or under ``answer`` / ``response``) or a bare list, whose items
+    are objects with the sentence under ``text`` / ``sentence`` (a non-empty string) and the
+    ids under ``ids`` / ``citations`` / ``references`` (a list, or one id). An id is an
+    integer or a string of digits (``"2"``, ``"[2]"``); it is kept when it names an input
+    passage (1 … ``n_passages``), else counted in ``removed`` and dropped (CIR §2.2).
+    Repeated ids in one sentence are kept once. Items that are not such objects are
+    skipped (counted in ``skipped``).
+
+    Returns:
+        A :class:`ParsedAnswer`; ``fallback`` names the reason when no sentence could be
+        read (no JSON, invalid JSON, wrong shape, no sentence).
+    """
+    try:
+        value = _json_value(reply)
+    except ValueError as e:
+        return ParsedAnswer(fallback=f"unparsable JSON: {e}")
+    items = _first(value, SENTENCE_KEYS) if isinstance(value, dict) else value
+    if isinstance(value, dict) and items is None and _first(value, TEXT_KEYS) is not None:
+        items = [value]  # a one-sentence answer given as a bare sentence object
+    if not isinstance(items, list):
+        return ParsedAnswer(fallback="unparsable JSON: no sentence list")
+    out = ParsedAnswer()
+    for item in items:
+        text = _first(item, TEXT_KEYS) if isinstance(item, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            out.skipped += 1
+            continue
+        raw = _first(item, IDS_KEYS)
+        raw = [] if raw is None else raw if isinstance(raw, list) else [raw]
+        nums: list[int] = []
+        for x in raw:
+            n = None
+            if isinstance(x, int) and not isinstance(x, bool):
+                n = x
+            elif isinstance(x, str) and (m := _ID.match(x)):
+                n = int(m.group(1))
+            if n is None or not 1 <= n <= n_passages:
+                out.removed += 1
+            elif n not in nums:
+                nums.append(n)
+        out.sentences.append((" ".join(text.split()), nums))
+    if not out.sentences:
+        return ParsedAnswer(removed=out.removed, skipped=out.skipped,
+                            fallback="unparsable JSON: no sentence with text")
+    return out
+
+
+def join_sentences(sentences: list[tuple[str, list[int]]], max_words: int) -> tuple[str, list[tuple[str, list[int]]]]:
+    """The answer text (sentences joined by spaces) cut to ``max_words`` words, and the
+    citations of the sentences that are (wholly or partly, then cut) in it."""
+    kept: list[tuple[str, list[int]]] = []
+    room = max_words
+    for text, nums in sentences:
+        if room <= 0:
+            break
+        words = text.split()
+        text = " ".join(words[:room])
+        room -= len(words)
+        kept.append((text, nums))
+    return " ".join(t for t, _ in kept), kept
+
+
+def resolve_expertise(value: Any) -> str | None:
+    """A ``user_expertise`` value → prompt id (``"P.0"`` … ``"P.3"``), or None when unknown."""
+    if not isinstance(value, str):
+        return None
+    v = value.strip()
+    if v.upper() in EXPERTISE_PROMPTS:
+        return v.upper()
+    return EXPERTISE_LEVELS.get(v.lower())
+
+
+class CIRGenerator:
+    """CIR's generation step (CIR at TREC 2024 RAG, §2.2, Table 2).
+
+    Per question: the expertise prompt (``[cir] prompt``, or the question's
+    ``user_expertise`` field when ``[cir] use_question_expertise`` and the field is present,
+    :data:`EXPERTISE_LEVELS`); the Table 2 prompt over the context passages, fitted to the
+    LLM's window like PreQRAG's (:func:`preqrag.generation.fit_prompt`); one greedy LLM call
+    (``generator.max_new_tokens``); :func:`parse_cir_answer`. The answer text is the
+    sentences joined, cut to ``generator.max_words`` (300: LiveRAG reads no more); the
+    citations are the kept sentences' passage numbers.
+
+    Fallbacks (recorded in ``Generated.fallbacks``, then ``Trace.fallbacks``; never a
+    crash): a reply that is not usable JSON → the raw reply is the answer, with no
+    citations (``citations == []``); an unknown ``user_expertise`` → the configured prompt;
+    skipped malformed sentence items are noted. A failed LLM call → the LLMError as the
+    answer (the pipeline records the question's failure).
+
+    ``accepts_extras = True``: the pipeline passes each question's ``extra`` fields.
+    """
+
+    name = "cir"
+    accepts_extras = True
+
+    def __init__(self, llm: LLM, cfg: GeneratorConfig, cir: CIRConfig):
+        self.llm = llm
+        self.cfg = cfg
+        self.cir = cir
+
+    def _expertise(self, extra: dict | None) -> tuple[str, str | None]:
+        """(prompt id, fallback or None) for one question."""
+        if not self.cir.use_question_expertise or not extra or "user_expertise" not in extra:
+            return self.cir.prompt, None
+        value = extra["user_expertise"]
+        pid = resolve_expertise(value)
+        if pid is None:
+            return self.cir.prompt, f"generate: unknown user_expertise {value!r}, used {self.cir.prompt}"
+        return pid, None
+
+    def generate(self, questions: list[str], contexts: list[list[str]],
+                 extras: list[dict] | None = None) -> list[Generated]:
+        llm = self.llm
+        count = getattr(llm, "count_tokens", None) or approx_tokens
+        window = int(getattr(llm, "context_window", None) or 4096)
+        chosen = [self._expertise(extras[i] if extras else None) for i in range(len(questions))]
+        fitted = []
+        for q, c, (pid, _) in zip(questions, contexts, chosen):
+            fitted.append(fit_prompt(q, c, prompt=pid, count=count, window=window,
+                                     max_new_tokens=self.cfg.max_new_tokens,
+                                     max_passage_tokens=self.cfg.max_passage_tokens,
+                                     builder=lambda qq, ps, pid=pid: build_cir_prompt(qq, ps, pid)))
+        replies = llm.chat_many([[{"role": "user", "content": f.text}] for f in fitted],
+                                max_tokens=self.cfg.max_new_tokens, temperature=0.0)
+        out = []
+        for f, reply, ctx, (_, expertise_fb) in zip(fitted, replies, contexts, chosen):
+            truncations = [f"generate: {t}" for t in f.truncations]
+            fallbacks = [expertise_fb] if expertise_fb else []
+            if isinstance(reply, LLMError):
+                out.append(Generated(f.text, reply, truncations, None, 0, tuple(fallbacks)))
+                continue
+            parsed = parse_cir_answer(reply, len(ctx))
+            if parsed.fallback is not None:
+                fallbacks.append(f"generate: {parsed.fallback}; the raw reply is the answer, without citations")
+                answer, cites = truncate_words(reply, self.cfg.max_words), []
+            else:
+                if parsed.skipped:
+                    fallbacks.append(f"generate: {parsed.skipped} malformed sentence item(s) skipped")
+                answer, cites = join_sentences(parsed.sentences, self.cfg.max_words)
+            out.append(Generated(f.text, answer, truncations, cites, parsed.removed, tuple(fallbacks)))
+        return out

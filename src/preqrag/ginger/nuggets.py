@@ -1,0 +1,129 @@
+"""Information-nugget detection (UiS-IAI@LiveRAG §3.2, prompt of Appendix B.2).
+
+The LLM is asked to copy a passage and wrap the excerpts that answer the question in
+``<START>`` … ``</END>`` tags "without changing any part of the original text". The reply is
+untrusted, so :func:`parse_nuggets` keeps only tagged excerpts found **verbatim** in the
+passage, and a nugget's text is always the passage's own span (``passage[start:end]``): the
+generator never works on text the LLM altered. When no passage of a question yields a nugget,
+:func:`fallback_nugget` takes each passage's sentence closest to the question (a recorded
+fallback; extractive, so still verbatim).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from ._text import content_words, split_sentences
+
+# Appendix B.2, verbatim.
+NUGGET_SYSTEM = ("You are given a query and a relevant passage. Your task is to pinpoint and annotate the succinct "
+                 "excerpts within the passage that directly respond to the query. Ensure these excerpts are brief "
+                 "yet complete. Once identified, copy the entire passage and encapsulate the relevant snippets "
+                 "using <START> and </END> tags without changing any part of the original text. This includes "
+                 "avoiding modifications to words, punctuation, or formatting, as well as not adding any extra "
+                 "characters, symbols, or spaces.")
+NUGGET_USER = "Question: {query} Passage: {passage}"
+
+_SPAN = re.compile(r"<START>(.*?)(?:</END>|</START>|<END>)", re.I | re.S)
+_TAG = re.compile(r"</?\s*(?:START|END)\s*>", re.I)
+
+FALLBACK_MAX_WORDS = 60
+"""A fallback sentence longer than this is cut to its first 60 words (still a verbatim prefix)."""
+
+
+@dataclass(frozen=True)
+class Nugget:
+    """A verbatim excerpt of context passage ``passage`` (0-based): ``text == passage_text[start:end]``."""
+
+    text: str
+    passage: int
+    start: int
+    end: int
+
+
+def locate(excerpt: str, passage: str) -> tuple[int, int] | None:
+    """``(start, end)`` of ``excerpt`` in ``passage``: an exact match, else a match that only
+    differs in whitespace (runs of spaces/newlines), else ``None``."""
+    i = passage.find(excerpt)
+    if i >= 0:
+        return i, i + len(excerpt)
+    words = excerpt.split()
+    if not words:
+        return None
+    m = re.search(r"\s+".join(re.escape(w) for w in words), passage)
+    return (m.start(), m.end()) if m else None
+
+
+def parse_nuggets(reply: str, passage: str, passage_index: int) -> tuple[list[Nugget], list[str]]:
+    """The verbatim nuggets of an annotation reply.
+
+    Spans between ``<START>`` and ``</END>`` (also accepted as closing tags: ``</START>``,
+    ``<END>``) are stripped of stray tags and whitespace, then rejected when they have no
+    letter or digit (``unparsable``), are not in the passage (``not in passage``: the LLM
+    altered the text) or repeat an earlier nugget (``duplicate``).
+
+    Returns:
+        ``(nuggets, rejected)``: nuggets in reply order, each the passage's own span; one
+        reason per rejected span, or ``["no tags"]`` / ``["empty"]`` when the reply has none.
+    """
+    if not reply.strip():
+        return [], ["empty"]
+    spans = _SPAN.findall(reply)
+    if not spans:
+        return [], ["no tags"]
+    out: list[Nugget] = []
+    rejected: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    for span in spans:
+        text = _TAG.sub("", span).strip()
+        if not re.search(r"[A-Za-z0-9]", text):
+            rejected.append("unparsable")
+            continue
+        where = locate(text, passage)
+        if where is None:
+            rejected.append("not in passage")
+            continue
+        if where in seen:
+            rejected.append("duplicate")
+            continue
+        seen.add(where)
+        out.append(Nugget(passage[where[0]:where[1]], passage_index, *where))
+    return out, rejected
+
+
+def _sentence_spans(passage: str) -> list[tuple[int, int]]:
+    spans = []
+    pos = 0
+    for s in split_sentences(passage):
+        i = passage.find(s, pos)
+        if i < 0:  # pragma: no cover - split_sentences returns substrings
+            continue
+        end = i + len(s)
+        words = list(re.finditer(r"\S+", s))
+        if len(words) > FALLBACK_MAX_WORDS:
+            end = i + words[FALLBACK_MAX_WORDS - 1].end()
+        spans.append((i, end))
+        pos = i + len(s)
+    return spans
+
+
+def fallback_nugget(question: str, passage: str, passage_index: int, encoder=None) -> Nugget | None:
+    """The passage's sentence closest to ``question`` (cosine of the index embedder's vectors,
+    or, without an embedder, the most content words in common), cut to
+    :data:`FALLBACK_MAX_WORDS` words; ``None`` for a passage without text."""
+    spans = _sentence_spans(passage)
+    if not spans:
+        return None
+    texts = [passage[a:b] for a, b in spans]
+    if encoder is not None and len(texts) > 1:
+        q = encoder.encode([question], is_query=True)
+        s = encoder.encode(texts, is_query=False)
+        best = int(np.argmax(s @ q[0]))
+    else:
+        qw = content_words(question)
+        best = max(range(len(texts)), key=lambda i: (len(content_words(texts[i]) & qw), -i))
+    a, b = spans[best]
+    return Nugget(passage[a:b], passage_index, a, b)

@@ -1,0 +1,475 @@
+"""The FastAPI application of ``preqrag serve``: an HTTP API and a web page.
+
+Routes (every ``/v1`` route requires the API key when one is configured):
+
+* ``POST /v1/answer``   ``{"question", "pipeline"?, "id"?}`` → ``{"pipeline", "answer"`` (the
+  LiveRAG answer object) ``, "trace", "citations", "doc_ids", "gold_doc_ids", "served"}``;
+* ``POST /v1/retrieve`` same body → the trace without generation, plus ``context`` (the
+  passages that would be given to the LLM);
+* ``POST /v1/batch``    ``{"questions": [str | {"question", "id"?}], "pipeline"?,
+  "retrieve_only"?}`` → ``{"pipeline", "results": [...]}``, one result per question, in order;
+* ``GET /v1/config``    the pipelines' configurations, the limits, example questions;
+* ``GET /v1/stats``     queue and worker counters;
+* ``GET /healthz``      200 once every model is loaded, 503 ``not_ready`` before;
+* ``GET /``             the web page (``static/``); OpenAPI schema at ``/openapi.json``,
+  interactive docs at ``/docs``.
+
+Every error is JSON ``{"error": code, "message": text}`` with a stable ``code``:
+``bad_json`` (400), ``unauthorized`` (401), ``not_found`` (404), ``method_not_allowed``
+(405), ``body_too_large`` (413), ``bad_request``, ``empty_question``,
+``question_too_long``, ``too_many_questions``, ``unknown_pipeline`` (422), ``queue_full``
+(429, with ``Retry-After``), ``question_failed`` (500, with ``stage``), ``internal_error``
+(500), ``not_ready`` (503), ``timeout`` (504).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import itertools
+import logging
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..config import PipelineConfig
+from ..pipeline import Pipeline
+from ..records import Question
+from .worker import NotReady, PipelineWorker, QueueFull, Served
+
+log = logging.getLogger("preqrag.serve")
+
+STATIC = Path(__file__).parent / "static"
+
+PAGE_HEADERS = {
+    # Defence in depth: the page builds its DOM with textContent only, and even so no inline
+    # script, no inline handler (onerror=...) and no foreign origin may run.
+    "Content-Security-Policy": ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; "
+                                "frame-ancestors 'none'"),
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@dataclass
+class ServeSettings:
+    """Limits and options of a server.
+
+    Attributes:
+        max_queue: questions waiting for the worker before requests get 429 (see
+            :class:`~preqrag.serve.worker.PipelineWorker`).
+        batch_size: questions per micro-batch; ``None`` = each pipeline's ``run.batch_size``.
+        timeout_s: seconds a request may wait for its answer (queue + processing) before
+            504 ``timeout``. Default 300: a full queue of the bundled models on 2 cores.
+        max_body_bytes: request bodies above this get 413 ``body_too_large``. Default 1 MB:
+            room for a batch of 64 long questions; nothing legitimate is bigger.
+        max_question_chars: longer questions get 422 ``question_too_long``. Default 2000
+            characters (~500 tokens): LiveRAG questions are under 300.
+        max_batch: most questions in one ``/v1/batch`` request (422 ``too_many_questions``).
+        api_key: required on every ``/v1`` route when set (``Authorization: Bearer KEY`` or
+            ``X-API-Key: KEY``); ``None`` = no check (only allowed on a loopback bind).
+        cors_origins: origins allowed by CORS; empty = CORS off (same-origin only).
+        index: the index directory, shown by ``/v1/config``.
+    """
+
+    max_queue: int = 64
+    batch_size: int | None = None
+    timeout_s: float = 300.0
+    max_body_bytes: int = 1_000_000
+    max_question_chars: int = 2000
+    max_batch: int = 64
+    api_key: str | None = None
+    cors_origins: list[str] = field(default_factory=list)
+    index: str | None = None
+
+
+class ApiError(StarletteHTTPException):
+    """An error answered as ``{"error": code, "message": message, **extra}``.
+
+    A subclass of Starlette's HTTPException so that FastAPI re-raises it unchanged when it is
+    raised while the body is being read (the body-size limit)."""
+
+    def __init__(self, status: int, code: str, message: str, headers: dict[str, str] | None = None,
+                 **extra: Any):
+        super().__init__(status_code=status, detail=message, headers=headers)
+        self.code = code
+        self.message = message
+        self.extra = extra
+
+
+def _error(http_status: int, code: str, message: str, headers: dict[str, str] | None = None,
+           **extra) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message, **extra}, status_code=http_status, headers=headers)
+
+
+# ---------------------------------------------------------------------- request bodies
+class AskRequest(BaseModel):
+    """Body of ``/v1/answer`` and ``/v1/retrieve``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question: str = Field(description="The question (non-empty after trimming; at most max_question_chars).")
+    pipeline: str | None = Field(None, description="Pipeline name (see /v1/config); null = the default.")
+    id: str | int | None = Field(None, description="Id echoed in the answer; null = assigned by the server.")
+
+
+class BatchItem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    question: str
+    id: str | int | None = None
+
+
+class BatchRequest(BaseModel):
+    """Body of ``/v1/batch``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    questions: list[str | BatchItem] = Field(description="Questions, as strings or {question, id?}.")
+    pipeline: str | None = None
+    retrieve_only: bool = Field(False, description="true: traces only, no generation (as /v1/retrieve).")
+
+
+# ---------------------------------------------------------------------- guard
+def _key_matches(headers: list[tuple[bytes, bytes]], api_key: str) -> bool:
+    given = None
+    for name, value in headers:
+        if name == b"x-api-key":
+            given = value
+        elif name == b"authorization" and value[:7].lower() == b"bearer " and given is None:
+            given = value[7:].strip()
+    return given is not None and hmac.compare_digest(given, api_key.encode())
+
+
+class _Guard:
+    """ASGI middleware, outermost, so it runs before any body is read or parsed:
+
+    * every ``/v1`` route needs the API key when one is set (401 ``unauthorized``);
+    * 413 ``body_too_large`` when ``Content-Length`` exceeds the limit, or when a body sent
+      without one (chunked) grows past it while being read (nothing more is buffered).
+    """
+
+    def __init__(self, app, max_bytes: int, api_key: str | None):
+        self.app = app
+        self.max_bytes = max_bytes
+        self.api_key = api_key
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = scope.get("headers", [])
+        path = scope.get("path", "")
+        if self.api_key is not None and (path == "/v1" or path.startswith("/v1/")) \
+                and scope.get("method") != "OPTIONS" and not _key_matches(headers, self.api_key):
+            return await _error(401, "unauthorized", "missing or wrong API key (Authorization: Bearer KEY)",
+                                headers={"WWW-Authenticate": "Bearer"})(scope, receive, send)
+        for name, value in headers:
+            if name == b"content-length":
+                try:
+                    too_big = int(value) > self.max_bytes
+                except ValueError:
+                    too_big = False
+                if too_big:
+                    return await _error(413, "body_too_large",
+                                        f"request body over {self.max_bytes} bytes")(scope, receive, send)
+        seen = 0
+
+        async def limited():
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise ApiError(413, "body_too_large", f"request body over {self.max_bytes} bytes")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+# ---------------------------------------------------------------------- citations
+_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+(?:\s*\[[\d,\s]+\])*|$)")
+_MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+def citations(answer: str, n_passages: int) -> list[dict[str, Any]]:
+    """Which sentence of ``answer`` cites which passage.
+
+    The generation prompt numbers the passages ``[1]..[k]`` (:func:`preqrag.generation.build_prompt`);
+    a sentence citing them carries markers such as ``[2]`` or ``[1, 3]``. Markers outside
+    ``1..n_passages`` are ignored.
+
+    Returns:
+        ``[{"sentence": text, "passages": [1-based passage numbers]}]`` for the sentences that
+        cite, in answer order; empty when the answer cites nothing (a preset whose prompt does
+        not ask for citations).
+    """
+    out = []
+    for m in _SENTENCE.finditer(answer):
+        sentence = m.group(0).strip()
+        cited = sorted({int(n) for g in _MARKER.findall(sentence) for n in re.split(r"\s*,\s*", g)
+                        if 1 <= int(n) <= n_passages})
+        if sentence and cited:
+            out.append({"sentence": sentence, "passages": cited})
+    return out
+
+
+def _answer_citations(outcome, answer) -> list[dict[str, Any]]:
+    """The generator's own citations when it cites (``Trace.citations``, passage ids mapped to
+    1-based positions in the answer's passages), else the ``[n]`` markers of the answer text."""
+    cited = getattr(outcome.trace, "citations", None) if outcome.trace is not None else None
+    if cited is None:
+        return citations(answer.answer, len(answer.passages))
+    position = {pid: i for i, pid in enumerate(outcome.trace.context_ids, 1)}
+    return [{"sentence": c.sentence, "passages": sorted({position[p] for p in c.passage_ids if p in position})}
+            for c in cited if c.passage_ids]
+
+
+def _retrieved(fut: asyncio.Future) -> None:
+    """Mark an abandoned future's outcome as seen (no "exception was never retrieved" log)."""
+    if not fut.cancelled():
+        fut.exception()
+
+
+# ---------------------------------------------------------------------- the app
+def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping[str, PipelineConfig],
+               settings: ServeSettings | None = None, *, gold: Mapping[str, list[str]] | None = None,
+               on_failure: Callable[[str], None] | None = None) -> FastAPI:
+    """Build the FastAPI app of ``preqrag serve``.
+
+    Args:
+        factories: pipeline name → callable that builds that pipeline with its models loaded
+            (the first name is the default pipeline). Called once each, on the worker thread,
+            when the app starts (lifespan startup), in the background: the server binds
+            and answers ``/healthz`` (503 ``not_ready``) while the models load.
+        configs: pipeline name → its configuration (for ``/v1/config``; same keys as
+            ``factories``).
+        settings: limits and options; defaults as in :class:`ServeSettings`.
+        gold: question text (trimmed) → gold document ids, from a question file given at
+            start; an asked question equal to one of them gets ``gold_doc_ids`` in its
+            response, which the page marks.
+        on_failure: called with the message when loading a pipeline fails (``preqrag
+            serve`` stops the server, exit code 2).
+
+    Returns:
+        The app; ``app.state.worker`` is its :class:`PipelineWorker`.
+    """
+    settings = settings or ServeSettings()
+    names = list(factories)
+    if set(configs) != set(names):
+        raise ValueError("configs and factories must name the same pipelines")
+    gold = dict(gold or {})
+    worker = PipelineWorker(factories, max_queue=settings.max_queue, batch_size=settings.batch_size,
+                            on_failure=on_failure)
+    ids = itertools.count(1)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        worker.start()  # loads in the background: the socket is bound before models are ready
+        try:
+            yield
+        finally:
+            await asyncio.get_running_loop().run_in_executor(None, worker.stop)
+
+    app = FastAPI(title="preqrag serve", version="1", lifespan=lifespan,
+                  description="PreQRAG question answering: answer, retrieve (trace only), batch.",
+                  responses={400: {"description": "bad_json"}, 401: {"description": "unauthorized"},
+                             413: {"description": "body_too_large"},
+                             429: {"description": "queue_full (Retry-After header)"},
+                             503: {"description": "not_ready"}, 504: {"description": "timeout"}})
+    app.state.worker = worker
+    app.state.settings = settings
+    app.add_middleware(_Guard, max_bytes=settings.max_body_bytes, api_key=settings.api_key)
+    if settings.cors_origins:  # outside the guard, so that its refusals carry CORS headers too
+        from fastapi.middleware.cors import CORSMiddleware
+
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
+                           allow_methods=["GET", "POST"], allow_headers=["Authorization", "X-API-Key",
+                                                                         "Content-Type"])
+
+    # ------------------------------------------------------------------ errors
+    @app.exception_handler(ApiError)
+    async def _api_error(request: Request, exc: ApiError):
+        return _error(exc.status_code, exc.code, exc.message, headers=exc.headers, **exc.extra)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError):
+        errors = exc.errors()
+        if any(e.get("type") == "json_invalid" for e in errors):
+            return _error(400, "bad_json", "the request body is not valid JSON")
+        details = [{"field": ".".join(str(x) for x in e.get("loc", ()) if x != "body"), "message": e.get("msg")}
+                   for e in errors]
+        msg = "; ".join(f"{d['field'] or 'body'}: {d['message']}" for d in details)
+        return _error(422, "bad_request", msg or "invalid request", details=details)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException):
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, f"http_{exc.status_code}")
+        return _error(exc.status_code, code, str(exc.detail), headers=getattr(exc, "headers", None))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception):
+        log.exception("unexpected error on %s", request.url.path)
+        return _error(500, "internal_error", f"{type(exc).__name__}: {exc}")
+
+    # ------------------------------------------------------------------ helpers
+    def pipeline_name(name: str | None) -> str:
+        if name is None:
+            return names[0]
+        if name not in factories:
+            raise ApiError(422, "unknown_pipeline", f"unknown pipeline {name!r}; known: {', '.join(names)}")
+        return name
+
+    def question(text: str, qid: str | int | None, where: str = "question") -> Question:
+        text = text.strip()
+        if not text:
+            raise ApiError(422, "empty_question", f"{where} is empty")
+        if len(text) > settings.max_question_chars:
+            raise ApiError(422, "question_too_long",
+                           f"{where} has {len(text)} characters; the limit is {settings.max_question_chars}")
+        return Question(id=qid if qid is not None else f"q{next(ids)}", question=text)
+
+    async def served(request: Request, name: str, op: str, questions: list[Question]) -> list[Served | BaseException]:
+        """Submit, then wait (up to the timeout) while watching for the client going away."""
+        try:
+            futures = worker.submit(name, op, questions)  # type: ignore[arg-type]
+        except NotReady as e:
+            raise ApiError(503, "not_ready", str(e), headers={"Retry-After": "5"})
+        except QueueFull as e:
+            raise ApiError(429, "queue_full", str(e), headers={"Retry-After": str(e.retry_after)})
+        waiting = [asyncio.wrap_future(f) for f in futures]
+        gathered = asyncio.gather(*waiting, return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.timeout_s
+        try:
+            while True:
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise ApiError(504, "timeout", f"no answer within {settings.timeout_s:g}s")
+                done, _ = await asyncio.wait({gathered}, timeout=min(0.5, left))
+                if done:
+                    return gathered.result()
+                if await request.is_disconnected():
+                    log.info("client went away; dropping %d queued question(s)", len(futures))
+                    raise ApiError(499, "client_disconnected", "the client closed the connection")
+        finally:
+            if not gathered.done():
+                worker.discard(futures)  # frees their queue places now
+                gathered.cancel()
+                gathered.add_done_callback(_retrieved)
+
+    def answer_body(name: str, s: Served, op: str) -> dict[str, Any]:
+        o = s.outcome
+        body: dict[str, Any] = {"pipeline": name,
+                                "trace": o.trace.model_dump(mode="json") if o.trace is not None else None,
+                                "doc_ids": s.doc_ids,
+                                "gold_doc_ids": gold.get(o.question.question),
+                                "served": {"batch_size": s.batch_size, "queued_s": s.queued_s, "run_s": s.run_s}}
+        if op == "answer":
+            a = o.answer
+            body["answer"] = a.model_dump(mode="json") if a is not None else None
+            body["citations"] = _answer_citations(o, a) if a is not None else []
+        else:
+            body["id"] = o.question.id
+            body["question"] = o.question.question
+            body["context"] = s.context
+        return body
+
+    def failure_body(s: Served | BaseException) -> dict[str, Any]:
+        if isinstance(s, BaseException):
+            if isinstance(s, NotReady):
+                return {"error": "not_ready", "message": str(s)}
+            return {"error": "question_failed", "message": f"{type(s).__name__}: {s}", "stage": None}
+        f = s.outcome.failure
+        return {"error": "question_failed", "message": f.error, "stage": f.stage}
+
+    def single(name: str, op: str, result: Served | BaseException) -> JSONResponse | dict[str, Any]:
+        if isinstance(result, BaseException) or result.outcome.failure is not None:
+            fb = failure_body(result)
+            status = 503 if fb["error"] == "not_ready" else 500
+            trace = (result.outcome.trace.model_dump(mode="json")
+                     if not isinstance(result, BaseException) and result.outcome.trace is not None else None)
+            return JSONResponse({**fb, "pipeline": name, "trace": trace}, status_code=status)
+        return answer_body(name, result, op)
+
+    # ------------------------------------------------------------------ routes
+    @app.get("/healthz", tags=["service"], summary="200 once every model is loaded; 503 before")
+    async def healthz():
+        if worker.ready:
+            return {"status": "ready", "pipelines": names, "load_seconds": round(worker.load_seconds or 0.0, 2)}
+        message = {"failed": f"loading failed: {worker.error}", "stopped": "shutting down"}.get(
+            worker.state, "models are still loading")
+        return _error(503, "not_ready", message, headers={"Retry-After": "5"}, state=worker.state)
+
+    @app.post("/v1/answer", tags=["v1"],
+              summary="Answer one question: the LiveRAG answer object and its trace")
+    async def answer(body: AskRequest, request: Request):
+        name = pipeline_name(body.pipeline)
+        (result,) = await served(request, name, "answer", [question(body.question, body.id)])
+        return single(name, "answer", result)
+
+    @app.post("/v1/retrieve", tags=["v1"],
+              summary="Every stage but generation: the trace and the passages the LLM would get")
+    async def retrieve(body: AskRequest, request: Request):
+        name = pipeline_name(body.pipeline)
+        (result,) = await served(request, name, "retrieve", [question(body.question, body.id)])
+        return single(name, "retrieve", result)
+
+    @app.post("/v1/batch", tags=["v1"],
+              summary="Several questions, through the same batched stages as `preqrag run`")
+    async def batch(body: BatchRequest, request: Request):
+        name = pipeline_name(body.pipeline)
+        if not body.questions:
+            raise ApiError(422, "empty_question", "questions is empty")
+        limit = min(settings.max_batch, settings.max_queue)
+        if len(body.questions) > limit:
+            raise ApiError(422, "too_many_questions",
+                           f"{len(body.questions)} questions; at most {limit} per request")
+        qs = [question(q, None, f"questions[{i}]") if isinstance(q, str)
+              else question(q.question, q.id, f"questions[{i}]") for i, q in enumerate(body.questions)]
+        op = "retrieve" if body.retrieve_only else "answer"
+        results = await served(request, name, op, qs)
+        out = []
+        for q, r in zip(qs, results):
+            if isinstance(r, BaseException) or r.outcome.failure is not None:
+                out.append({"id": q.id, "question": q.question, **failure_body(r)})
+            else:
+                out.append({"id": q.id, **answer_body(name, r, op)})
+        return {"pipeline": name, "results": out}
+
+    @app.get("/v1/config", tags=["v1"], summary="Pipelines, their configuration and the limits")
+    async def config():
+        return {"default": names[0], "pipelines": {n: configs[n].model_dump(mode="json") for n in names},
+                "index": settings.index,
+                "limits": {"max_question_chars": settings.max_question_chars,
+                           "max_body_bytes": settings.max_body_bytes, "max_batch": settings.max_batch,
+                           "max_queue": settings.max_queue, "timeout_s": settings.timeout_s},
+                "examples": list(gold)[:50]}
+
+    @app.get("/v1/stats", tags=["v1"], summary="Queue and worker counters")
+    async def stats():
+        return {"state": worker.state, **worker.stats()}
+
+    # ------------------------------------------------------------------ the page
+    @app.get("/", include_in_schema=False)
+    async def page():
+        return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
+
+    class _Static(StaticFiles):
+        async def get_response(self, path, scope):
+            response = await super().get_response(path, scope)
+            response.headers.update(PAGE_HEADERS)
+            return response
+
+    app.mount("/static", _Static(directory=STATIC), name="static")
+    return app

@@ -1,0 +1,286 @@
+"""The ``cir`` preset (CIR at TREC 2024 RAG): the MMR rerank step (§2.1) against hand-computed
+examples and on the real small index, the CIR generator's JSON parsing, citation removal,
+expertise prompts and fallbacks (§2.2, Table 2), and an end-to-end ``preqrag run``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import TEST_OVERRIDES, config_toml
+from preqrag.config import CIRConfig, GeneratorConfig, load_config
+from preqrag.generation_cir import (EXPERTISE_PROMPTS, CIRGenerator, build_cir_prompt, parse_cir_answer,
+                                    resolve_expertise)
+from preqrag.records import LiveRAGAnswer, Ranking, Trace
+from preqrag.rerankers.mmr import MMRStep, jaccard, load_mmr_step, minmax, mmr_order
+from preqrag.stages import LLMError
+
+
+# ---------------------------------------------------------------- MMR, hand-computed
+def test_mmr_order_hand_computed():
+    """rel = (1, .8, .5); Sim2(0,1) = .9 (near-duplicates), Sim2(0,2) = .1, Sim2(1,2) = .2.
+    λ = .5: pick 0 (.5·1 = .5); then 1: .4 − .45 = −.05, 2: .25 − .05 = .20 → 2; then 1: −.05."""
+    sim = np.array([[1.0, 0.9, 0.1], [0.9, 1.0, 0.2], [0.1, 0.2, 1.0]])
+    order, values = mmr_order([1.0, 0.8, 0.5], sim, 0.5)
+    assert order == [0, 2, 1]
+    assert values == pytest.approx([0.5, 0.2, -0.05])
+    assert mmr_order([1.0, 0.8, 0.5], sim, 1.0)[0] == [0, 1, 2]  # λ = 1: relevance order
+    assert mmr_order([1.0, 0.8, 0.5], sim, 0.0)[0] == [0, 2, 1]  # λ = 0: diversity only, tie → first
+    with pytest.raises(ValueError):
+        mmr_order([1.0], np.ones((1, 1)), 1.5)
+
+
+def test_minmax_and_jaccard():
+    assert minmax([3.0, 2.0, 1.0]).tolist() == [1.0, 0.5, 0.0]
+    assert minmax([2.0, 2.0]).tolist() == [1.0, 1.0]  # no spread: all fully relevant
+    assert jaccard({"a", "b", "c"}, {"a", "b", "c", "d"}) == 0.75
+    assert jaccard(set(), set()) == 0.0
+
+
+TEXTS = {"a": "apple banana cherry", "b": "Apple banana cherry date", "c": "zebra yak"}
+RANKING = Ranking(ids=["a", "b", "c"], scores=[3.0, 2.0, 1.0])  # relevance after min-max: 1, .5, 0
+
+
+def test_mmr_step_jaccard_hand_computed():
+    """Jaccard over lower-cased words: J(a,b) = 3/4, J(a,c) = J(b,c) = 0.
+    λ = .5: a (.5); then b: .25 − .5·.75 = −.125, c: 0 − 0 = 0 → c; then b: −.125."""
+    def words(texts):
+        return [t.lower().split() for t in texts]
+
+    step = MMRStep(0.5, "jaccard", 20, tokenize=words)
+    [out] = step.rerank(["q"], [RANKING], TEXTS.__getitem__)
+    assert out.ids == ["a", "c", "b"]
+    assert out.scores == pytest.approx([0.5, 0.0, -0.125])
+    [same] = MMRStep(1.0, "jaccard", 20, tokenize=words).rerank(["q"], [RANKING], TEXTS.__getitem__)
+    assert same.ids == RANKING.ids  # λ = 1: the input order
+    [cut] = MMRStep(0.5, "jaccard", 2, tokenize=words).rerank(["q"], [RANKING], TEXTS.__getitem__)
+    assert cut.ids == ["a", "b"]  # only the top_j head is diversified and kept
+    # the paper's Sim1: Jaccard(query, passage) as relevance; query "zebra" → c first
+    [by_sim] = MMRStep(1.0, "jaccard", 20, "similarity", tokenize=words).rerank(
+        ["zebra"], [RANKING], TEXTS.__getitem__)
+    assert by_sim.ids[0] == "c"
+
+
+VECS = {"a": [1.0, 0.0], "b": [0.8, 0.6], "c": [0.0, 1.0]}
+
+
+def _vectors(ids, texts):
+    return np.array([VECS[i] for i in ids], dtype=np.float32)
+
+
+def test_mmr_step_cosine_hand_computed():
+    """cos(a,b) = .8 → Sim2 = (1+.8)/2 = .9; cos(a,c) = 0 → .5; cos(b,c) = .6 → .8.
+    λ = .25: a (.25); then b: .125 − .75·.9 = −.55, c: 0 − .75·.5 = −.375 → c; then b:
+    .125 − .75·max(.9, .8) = −.55."""
+    step = MMRStep(0.25, "cosine", 20, passage_vectors=_vectors)
+    [out] = step.rerank(["q"], [RANKING], TEXTS.__getitem__)
+    assert out.ids == ["a", "c", "b"]
+    assert out.scores == pytest.approx([0.25, -0.375, -0.55])
+    # λ = .5 keeps relevance ahead here: b: .25 − .45 = −.2 beats c: 0 − .25 = −.25
+    assert MMRStep(0.5, "cosine", 20, passage_vectors=_vectors).rerank(["q"], [RANKING], TEXTS.__getitem__)[0].ids \
+        == ["a", "b", "c"]
+    [same] = MMRStep(1.0, "cosine", 20, passage_vectors=_vectors).rerank(["q"], [RANKING], TEXTS.__getitem__)
+    assert same.ids == RANKING.ids
+    empty, one = MMRStep(0.5, "cosine", 20, passage_vectors=_vectors).rerank(
+        ["q", "q"], [Ranking(), Ranking(ids=["a"], scores=[2.0])], TEXTS.__getitem__)
+    assert empty.ids == [] and one.ids == ["a"]  # nothing retrieved, or one passage: no crash
+    # the paper's Sim1 = cosine(query, passage): q = (.6, .8) → a .8, b .98, c .9 (after (1+cos)/2).
+    # λ = .5: b (.49); then a: .4 − .45 = −.05, c: .45 − .4 = .05 → c; then a.
+    step = MMRStep(0.5, "cosine", 20, "similarity", passage_vectors=_vectors,
+                   query_vectors=lambda qs: np.array([[0.6, 0.8]] * len(qs), dtype=np.float32))
+    [out] = step.rerank(["q"], [RANKING], TEXTS.__getitem__)
+    assert out.ids == ["b", "c", "a"]
+    assert out.scores == pytest.approx([0.49, 0.05, -0.05])
+
+
+def test_mmr_step_rejects_bad_settings():
+    with pytest.raises(ValueError, match="lambda"):
+        MMRStep(1.5, "cosine", 20, passage_vectors=_vectors)
+    with pytest.raises(ValueError, match="similarity"):
+        MMRStep(0.5, "dice", 20)
+    with pytest.raises(ValueError, match="tokenizer"):
+        MMRStep(0.5, "jaccard", 20)
+    with pytest.raises(ValueError, match="mmr.lambda_"):
+        load_config(None, {"mmr": {"lambda_": 2}})  # the config validates too
+    from preqrag.config import ConfigError
+
+    with pytest.raises(ConfigError):
+        load_config(None, {"mmr": {"similarity": "dice"}})
+
+
+def test_mmr_step_on_small_index(small_index):
+    """Real data: the vectors read back from FAISS are the embedder's passage vectors; both
+    similarities give a permutation of the head; λ = 1 keeps the input order."""
+    from preqrag.index import Index
+
+    cfg = load_config(None, {**TEST_OVERRIDES, "mmr": {"top_j": 10}})
+    index = Index.open(small_index, cfg)
+    ranking = index.sparse.search(["welding positions and techniques"], 15)[0]
+    assert len(ranking) >= 10
+    step = load_mmr_step(cfg, index)
+    ids = ranking.ids[:4]
+    stored = step.passage_vectors(ids, [index.text(p) for p in ids])
+    fresh = index.encoder.encode([index.text(p) for p in ids], is_query=False)
+    assert np.allclose(stored, fresh, atol=1e-3)
+    for sim in ("cosine", "jaccard"):
+        c = load_config(None, {**TEST_OVERRIDES, "mmr": {"top_j": 10, "similarity": sim}})
+        [out] = load_mmr_step(c, index).rerank(["welding"], [ranking], index.text)
+        assert sorted(out.ids) == sorted(ranking.ids[:10]) and len(out.scores) == 10
+        c1 = load_config(None, {**TEST_OVERRIDES, "mmr": {"top_j": 10, "similarity": sim, "lambda_": 1.0}})
+        assert load_mmr_step(c1, index).rerank(["welding"], [ranking], index.text)[0].ids == ranking.ids[:10]
+    # a near-duplicate pair is split apart by λ = .25 (the top passage duplicated under another id)
+    dup = Ranking(ids=[ranking.ids[0], "dup", *ranking.ids[1:5]], scores=[5.0, 4.9, 4.0, 3.0, 2.0, 1.0])
+    text = {"dup": index.text(ranking.ids[0])}
+    step = MMRStep(0.25, "jaccard", 10, tokenize=lambda ts: [t.lower().split() for t in ts])
+    [out] = step.rerank(["q"], [dup], lambda p: text.get(p) or index.text(p))
+    assert out.ids[0] == ranking.ids[0] and out.ids[1] != "dup"
+
+
+# ---------------------------------------------------------------- CIR generator
+def test_prompt_is_table_2_with_expertise():
+    p = build_cir_prompt("What is MIG welding?", ["one", "two"], "P.2")
+    assert p.startswith("Do retrieval augmented generation with the following texts\n"
+                        "Please bear in mind that I am an expert in this field and have substantial prior "
+                        "knowledge.\naccording to the following query: What is MIG welding?\n")
+    assert "these are the texts, ordered by relevance with their ids:\n{1: 'one', 2: 'two'}\n" in p
+    assert "give the output as a json, where all sentences are seperate" in p
+    assert "Please bear in mind" not in build_cir_prompt("q", ["x"], "P.0")
+    assert resolve_expertise("novice") == "P.1" and resolve_expertise("Expert") == "P.2"
+    assert resolve_expertise("P.3") == "P.3" and resolve_expertise("guru") is None and resolve_expertise(3) is None
+
+
+def test_parse_valid_and_invalid_citations():
+    reply = ('{"sentences": [{"text": "MIG  welding uses a wire.", "ids": [1, "2", 2, 9, 0, "x", null]},'
+             ' {"text": "Flat positions are best.", "ids": 3}]}')
+    p = parse_cir_answer(reply, 3)
+    assert p.fallback is None
+    assert p.sentences == [("MIG welding uses a wire.", [1, 2]), ("Flat positions are best.", [3])]
+    assert p.removed == 4  # 9 and 0 are not input ids; "x" and null are not ids
+    fenced = '```json\n[{"sentence": "One.", "citations": ["[2]"]}, "junk", {"text": ""}]\n```'
+    p = parse_cir_answer(fenced, 2)
+    assert p.sentences == [("One.", [2])] and p.skipped == 2 and p.removed == 0
+    p = parse_cir_answer('Here is the answer: {"sentences": [{"text": "A.", "ids": []}]} Hope it helps.', 1)
+    assert p.sentences == [("A.", [])] and p.fallback is None
+
+
+@pytest.mark.parametrize("junk", ["", "I think the answer is 42.", '{"sentences": [{"text": "cut', "[1, 2, 3]",
+                                  '{"answer": "a plain string"}', "null", '{"sentences": [{"ids": [1]}]}'])
+def test_parse_junk_falls_back(junk):
+    p = parse_cir_answer(junk, 3)
+    assert p.fallback is not None and p.fallback.startswith("unparsable JSON") and p.sentences == []
+
+
+class FakeLLM:
+    """Returns the queued replies in order (an LLMError item is returned in place); records prompts."""
+
+    name = "fake"
+    context_window = 4096
+
+    def __init__(self, replies):
+        self.replies = list(replies)
+        self.prompts: list[str] = []
+
+    def chat(self, messages, *, max_tokens, temperature=0.0):
+        raise AssertionError("chat_many expected")
+
+    def chat_many(self, requests, *, max_tokens, temperature=0.0):
+        self.prompts += [r[0]["content"] for r in requests]
+        return [self.replies.pop(0) for _ in requests]
+
+
+def _gen(replies, **cir):
+    llm = FakeLLM(replies)
+    return CIRGenerator(llm, GeneratorConfig(max_words=300), CIRConfig(**cir)), llm
+
+
+def test_generator_citations_fallbacks_and_expertise():
+    ok = json.dumps({"sentences": [{"text": "Wire feeds the weld.", "ids": [2, 5]},
+                                   {"text": "Flat is easiest.", "ids": [1]}]})
+    gen, llm = _gen([ok, "no json here", LLMError("server down"), ok])
+    out = gen.generate(["q1", "q2", "q3", "q4"], [["p1", "p2"], ["p1"], ["p1"], ["p1", "p2"]],
+                       extras=[{"user_expertise": "expert"}, {}, {"user_expertise": "novice"},
+                               {"user_expertise": "guru"}])
+    g = out[0]
+    assert g.answer == "Wire feeds the weld. Flat is easiest."
+    assert g.citations == [("Wire feeds the weld.", [2]), ("Flat is easiest.", [1])]
+    assert g.removed_citations == 1 and g.fallbacks == ()
+    assert EXPERTISE_PROMPTS["P.2"] in llm.prompts[0] and g.final_prompt == llm.prompts[0]
+    g = out[1]  # unparsable: raw text, no citations, fallback recorded; no expertise field → [cir] prompt (P.1)
+    assert g.answer == "no json here" and g.citations == [] and g.removed_citations == 0
+    assert g.fallbacks[0].startswith("generate: unparsable JSON")
+    assert EXPERTISE_PROMPTS["P.1"] in llm.prompts[1]
+    assert isinstance(out[2].answer, LLMError) and out[2].citations is None
+    assert out[3].fallbacks == ("generate: unknown user_expertise 'guru', used P.1",)
+    gen, llm = _gen([ok], prompt="P.3", use_question_expertise=False)
+    gen.generate(["q"], [["p"]], extras=[{"user_expertise": "expert"}])
+    assert EXPERTISE_PROMPTS["P.3"] in llm.prompts[0] and EXPERTISE_PROMPTS["P.2"] not in llm.prompts[0]
+
+
+def test_generator_caps_answer_at_max_words():
+    long = json.dumps({"sentences": [{"text": " ".join(["w"] * 200), "ids": [1]},
+                                     {"text": " ".join(["v"] * 200), "ids": [1]},
+                                     {"text": "never reached", "ids": [1]}]})
+    gen, _ = _gen([long])
+    [g] = gen.generate(["q"], [["p"]])
+    assert len(g.answer.split()) == 300
+    assert len(g.citations) == 2 and len(g.citations[1][0].split()) == 100
+
+
+def test_pipeline_maps_citations_and_fallbacks_to_the_trace(small_index):
+    """Through the pipeline: 1-based numbers → passage ids, removed count and generator
+    fallbacks in the trace; question extras reach the generator."""
+    from preqrag.pipeline import Pipeline
+    from preqrag.records import Question
+
+    reply = json.dumps({"sentences": [{"text": "S1.", "ids": [2, 1, 99]}]})
+    llm = FakeLLM([reply, "junk"])
+    cfg = load_config(None, TEST_OVERRIDES, pipeline="cir")
+    p = Pipeline.from_config(small_index, cfg, llm=llm)
+    qs = [Question(id="a", question="How do welding positions compare?", extra={"user_expertise": "expert"}),
+          Question(id="b", question="What data matters for hotel room rates?")]
+    a, b = p.answer(qs)
+    assert a.failure is None and b.failure is None
+    t: Trace = a.trace
+    assert [c.passage_ids for c in t.citations] == [[t.context_ids[1], t.context_ids[0]]]
+    assert t.removed_citations == 1 and EXPERTISE_PROMPTS["P.2"] in a.answer.final_prompt
+    assert b.trace.citations == [] and any(f.startswith("generate: unparsable JSON") for f in b.trace.fallbacks)
+    assert b.answer.answer == "junk"
+
+
+# ---------------------------------------------------------------- end to end
+def test_cir_preset_end_to_end_cli(small_index, small_corpus, tmp_path):
+    """`preqrag run` with pipeline = "cir", the bundled models (SmolLM2-135M): schema-valid
+    LiveRAG answers and traces with every slot, including the MMR step."""
+    questions = [small_corpus[2][0], small_corpus[2][4]]  # single/novice and multi/expert (user_expertise)
+    qpath = tmp_path / "q.jsonl"
+    qpath.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
+    cfg = tmp_path / "cir.toml"
+    # a short context keeps the 135M LLM's prompt small (k = 20 passages of 512 tokens take minutes on 2 cores)
+    small = {"max_new_tokens": 48, "context_top_k": 4, "max_passage_tokens": 96}
+    cfg.write_text('pipeline = "cir"\n' + config_toml({**TEST_OVERRIDES, "generator": small}), encoding="utf-8")
+    out = tmp_path / "answers.jsonl"
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qpath), "--index", str(small_index),
+                        "-o", str(out), "--config", str(cfg)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    answers = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
+    assert len(answers) == 2
+    traces = [Trace.model_validate_json(line) for line in
+              out.with_name("answers.traces.jsonl").read_text().splitlines()]
+    assert len(traces) == 2
+    for a, t in zip(sorted(answers, key=lambda x: str(x.id)), sorted(traces, key=lambda x: str(x.id))):
+        assert a.final_prompt.startswith("Do retrieval augmented generation with the following texts\n")
+        assert len(a.answer.split()) <= 300
+        assert set(t.rankings) >= {"sparse", "dense", "merged", "reranked", "mmr", "final"}
+        assert all(len(r) <= 8 for r in t.rankings["mmr"])  # the cross-encoder's depth-8 head
+        assert sorted(t.rankings["mmr"][0].ids) == sorted(t.rankings["reranked"][0].ids)
+        assert 1 <= len(t.context_ids) <= 4 and len(a.passages) == len(t.context_ids)
+        assert t.citations is not None  # a citing generator: [] after a fallback
+        assert all(set(c.passage_ids) <= set(t.context_ids) for c in t.citations)
+        assert {"mmr", "rerank", "generate"} <= set(t.seconds)
+        assert all(f.startswith("generate: ") for f in t.fallbacks)  # a 135M model's JSON: fallbacks recorded
+        expertise = {q["id"]: q["user_expertise"] for q in questions}[t.id]
+        assert EXPERTISE_PROMPTS["P.2" if expertise == "expert" else "P.1"] in a.final_prompt

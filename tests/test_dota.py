@@ -1,0 +1,371 @@
+"""The ``dota`` preset (DoTA-RAG, SIGIR 2025 LiveRAG): strict ``\\boxed{}`` parsing and vote
+counting with a fake LLM (§2.2), the typo-fixing rewrite's fallbacks (§2.1), topic assignment
+and namespace-restricted dense search on the real small index, BM25 pruning against the
+index's own BM25 scores (§2.3), context aggregation (§2.4) and an end-to-end ``preqrag run``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import TEST_OVERRIDES, config_toml
+from preqrag.config import DotaConfig, GeneratorConfig, load_config
+from preqrag.dota import BM25PruneStep, DotaRewriter, NamespaceRouter, count_votes, load_topics, parse_boxed
+from preqrag.dota.generation import PROMPT, DotaGenerator, aggregate, build_dota_prompt
+from preqrag.dota.planning import REWRITE_PROMPT, ROUTE_PROMPT, parse_typo_rewrite
+from preqrag.dota.topics import FILE, TOPIC_NAMES, TOPICS
+from preqrag.index import Index
+from preqrag.records import LiveRAGAnswer, Ranking, Trace
+from preqrag.stages import LLMError
+
+NS = TOPIC_NAMES
+
+
+# ---------------------------------------------------------------- prompts and taxonomy
+def test_prompts_are_the_papers_figures():
+    assert REWRITE_PROMPT.startswith("You are a helpful assistant. Your task is to rewrite sentences by correcting typos")
+    assert ROUTE_PROMPT.format(question="Q?", choices_str="A, B") == (
+        "Q: Q?\nAvailable namespaces: A, B\nStep1: Identify what the question is about.\n"
+        "Step2: Choose only the most relevant namespaces.\nStep3: Return final result in \\boxed{}.")
+    assert build_dota_prompt("why?", ["p1 ", "p2"]) == "You are a helpful assistant.\n\nContext:\np1\n\np2\n\nQuestion:\nwhy?"
+    assert "{passages}" in PROMPT and "{query}" in PROMPT
+    assert len(TOPICS) == 24 and "Science, Math & Technology" in TOPICS and "Finance & Business" in TOPICS
+
+
+# ---------------------------------------------------------------- \boxed{} parsing, strict
+@pytest.mark.parametrize("reply, expected", [
+    ("Step1: health.\nStep3: \\boxed{Health}", ["Health"]),
+    ("\\boxed{Health, Politics}", ["Health", "Politics"]),
+    ("\\boxed{['Health', 'Finance & Business']}", ["Health", "Finance & Business"]),
+    ("\\boxed{ health ,  FINANCE  &  business }", ["Health", "Finance & Business"]),  # case, spacing
+    ("\\boxed{Science, Math & Technology, Health}", ["Science, Math & Technology", "Health"]),  # comma in a name
+    ("\\boxed{Health, Health}", ["Health"]),
+    ("first \\boxed{Games} then final \\boxed{Religion}", ["Religion"]),  # the final result
+])
+def test_parse_boxed_accepts_exact_names(reply, expected):
+    assert parse_boxed(reply, NS) == (expected, None)
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ("", "empty"),
+    ("   \n", "empty"),
+    ("The answer is Health.", "no boxed"),
+    ("//boxed{Health}", "no boxed"),
+    ("\\boxed{}", "empty boxed"),
+    ("\\boxed{ , }", "empty boxed"),
+    ("\\boxed{Finance}", "unknown namespace: finance"),  # no abbreviations
+    ("\\boxed{Health, Cooking}", "unknown namespace: cooking"),  # one unknown item spoils the vote
+    ("\\boxed{Science}", "unknown namespace: science"),  # part of a comma-holding name
+    ("\\boxed{Helth}", "unknown namespace: helth"),  # no fuzzy matching
+])
+def test_parse_boxed_rejects(reply, reason):
+    assert parse_boxed(reply, NS) == (None, reason)
+
+
+def test_count_votes_top_two_ties_to_first_named():
+    votes = [["Health", "Politics"], ["Politics"], ["Health", "Health", "Religion"], ["Religion", "Politics"]]
+    assert count_votes(votes, 2) == ["Politics", "Health"]  # 3 votes, then 2 (Health named before Religion)
+    assert count_votes([["Games"]], 2) == ["Games"]
+    assert count_votes([], 2) == []
+
+
+class ScriptedLLM:
+    """A fake LLM: ``reply(messages, temperature, seed)`` gives each reply; records calls."""
+
+    name = "fake"
+
+    def __init__(self, reply):
+        self.reply = reply
+        self.calls: list[dict] = []
+
+    def chat_many(self, requests, *, max_tokens, temperature=0.0, seed=None):
+        self.calls.append({"n": len(requests), "temperature": temperature, "seed": seed, "max_tokens": max_tokens})
+        out = []
+        for m in requests:
+            r = self.reply(m, temperature, seed)
+            out.append(r)
+        return out
+
+
+def _is_route(messages):
+    return messages[-1]["content"].startswith("Q: ")
+
+
+def test_router_votes_with_distinct_seeds_and_counts_them():
+    votes = {0: "\\boxed{Health, Politics}", 1: "\\boxed{Politics}", 2: "I think \\boxed{Health}",
+             3: "\\boxed{Religion}"}
+    llm = ScriptedLLM(lambda m, t, s: votes[s])
+    (names, fallbacks, raw), = NamespaceRouter(llm, DotaConfig()).route(["Is coffee healthy?"])
+    assert names == ["Health", "Politics"]  # 2 votes each; Health named first
+    assert fallbacks == [] and len(raw) == 4
+    assert [c["seed"] for c in llm.calls] == [0, 1, 2, 3]
+    assert all(c["temperature"] == 0.6 and c["n"] == 1 for c in llm.calls)
+
+
+def test_router_fallbacks_junk_and_llm_errors():
+    def reply(m, t, s):
+        return LLMError("down") if s == 0 else {1: "", 2: "\\boxed{Cooking}", 3: "no box here"}[s]
+
+    (names, fallbacks, raw), = NamespaceRouter(ScriptedLLM(reply), DotaConfig()).route(["q"])
+    assert names == []
+    assert fallbacks == ["route vote 1: llm error: down", "route vote 2: empty",
+                         "route vote 3: unknown namespace: cooking", "route vote 4: no boxed",
+                         "route: no valid vote (all namespaces searched)"]
+    # one valid vote is enough; the others are recorded
+    (names, fallbacks, _), = NamespaceRouter(ScriptedLLM(lambda m, t, s: "\\boxed{Games}" if s == 3 else "junk"),
+                                             DotaConfig()).route(["q"])
+    assert names == ["Games"] and len(fallbacks) == 3
+
+
+def test_router_without_seed_support_still_votes():
+    class NoSeed:
+        name = "noseed"
+
+        def __init__(self):
+            self.n = 0
+
+        def chat_many(self, requests, *, max_tokens, temperature=0.0):
+            self.n += 1
+            return ["\\boxed{Travel & Tourism}"] * len(requests)
+
+    llm = NoSeed()
+    (names, _, _), = NamespaceRouter(llm, DotaConfig()).route(["q"])
+    assert names == ["Travel & Tourism"] and llm.n == 4
+
+
+# ---------------------------------------------------------------- typo-fixing rewrite
+@pytest.mark.parametrize("reply, question, expected", [
+    ("What is the Rajun Cajun Crawfish Festival?", "wut iz rajun cajun crawfsh festivl", "What is the Rajun Cajun Crawfish Festival?"),
+    ('Rewritten: "What are some side effects of nicotine gum?"\nExtra', "wut r sum side affects of nicotine gum",
+     "What are some side effects of nicotine gum?"),
+    ("What is HDX?", "whta is hdx", "What is HDX?"),
+])
+def test_typo_rewrite_accepted(reply, question, expected):
+    assert parse_typo_rewrite(reply, question, 3.0) == (expected, None)
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ("", "empty"), ("\n  \n", "empty"), ("?!...", "unparsable"),
+    (" ".join(["word"] * 40), "too long"), ("The capital of France is Paris.", "unrelated"),
+])
+def test_typo_rewrite_rejected(reply, reason):
+    assert parse_typo_rewrite(reply, "wut r sum side affects of nicotine gum", 3.0) == (None, reason)
+
+
+def test_rewriter_plan_with_fallbacks():
+    q_ok, q_junk, q_err = "wut r sum side affects of nicotine gum", "how tall is mount everest", "who wrote hamlet"
+
+    def reply(m, t, s):
+        if _is_route(m):
+            return "\\boxed{Health}" if "nicotine" in m[-1]["content"] else "\\boxed{nonsense}"
+        assert m[0] == {"role": "system", "content": REWRITE_PROMPT} and t == 0.0
+        return {q_ok: "What are some side effects of nicotine gum?", q_junk: "",
+                q_err: LLMError("timeout")}[m[-1]["content"]]
+
+    plans = DotaRewriter(ScriptedLLM(reply), DotaConfig()).plan([q_ok, q_junk, q_err], ["single"] * 3)
+    p0, p1, p2 = plans
+    assert p0.sub_queries[0].dense == p0.sub_queries[0].sparse == "What are some side effects of nicotine gum?"
+    assert p0.sub_queries[0].filters == {"topic": ["Health"]} and p0.fallbacks == []
+    assert p0.llm_outputs["rewrite"].startswith("What") and "route 4" in p0.llm_outputs
+    assert p1.sub_queries[0].dense == q_junk and p1.sub_queries[0].filters == {}
+    assert p1.fallbacks[0] == "rewrite: empty" and p1.fallbacks[-1].startswith("route: no valid vote")
+    assert p2.sub_queries[0].dense == q_err and p2.fallbacks[0] == "rewrite: llm error: timeout"
+    # routing off: no route calls, no filters
+    llm = ScriptedLLM(lambda m, t, s: "\\boxed{Health}" if _is_route(m) else m[-1]["content"])
+    (p,) = DotaRewriter(llm, DotaConfig(), route=False).plan([q_ok], ["single"])
+    assert p.sub_queries[0].filters == {} and len(llm.calls) == 1
+
+
+# ---------------------------------------------------------------- real small index
+@pytest.fixture(scope="module")
+def dota_cfg():
+    return load_config(None, TEST_OVERRIDES, pipeline="dota")
+
+
+@pytest.fixture(scope="module")
+def index(small_index, dota_cfg):
+    return Index.open(small_index, dota_cfg)
+
+
+def test_topics_assigned_per_document_and_stored(index):
+    path = index.path / FILE
+    path.unlink(missing_ok=True)
+    a = load_topics(index)
+    assert path.exists() and len(a.labels) == len(index.passage_ids) and a.names == TOPIC_NAMES
+    by_doc: dict[str, set[int]] = {}
+    for pid, label in zip(index.passage_ids, a.labels):
+        by_doc.setdefault(index.passages[pid].doc_id, set()).add(int(label))
+    assert all(len(v) == 1 for v in by_doc.values())  # a document lives in one namespace
+    assert sum(a.counts().values()) == len(index.passage_ids)
+    mtime = path.stat().st_mtime_ns
+    again = load_topics(index)  # read back, not recomputed
+    assert path.stat().st_mtime_ns == mtime and (again.labels == a.labels).all()
+    assert len({int(x) for x in a.labels}) >= 3  # 18 varied web documents: several topics
+
+
+def test_topics_command(small_index):
+    import typer
+    from typer.testing import CliRunner
+
+    from preqrag.dota.cli import register
+
+    app = typer.Typer()
+    register(app)
+    app.command("noop")(lambda: None)  # a second command keeps typer's subcommand form
+    r = CliRunner().invoke(app, ["topics", "--index", str(small_index)])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output)
+    assert out["file"].endswith(FILE) and sum(out["passages_per_topic"].values()) == out["n_passages"]
+    assert CliRunner().invoke(app, ["topics", "--index", str(small_index / "missing")]).exit_code == 2
+
+
+def test_routed_dense_search_stays_inside_the_namespaces(index):
+    a = load_topics(index)
+    dense = index.dense
+    if "topic" not in dense.facets:
+        dense.add_facet("topic", a.names, a.labels)
+    counts = a.counts()
+    routed = sorted((n for n in counts if counts[n]), key=lambda n: counts[n])[:2]  # two smallest non-empty
+    allowed = {pid for pid, lab in zip(index.passage_ids, a.labels) if a.names[lab] in routed}
+    query = "what are the health effects"
+    (filtered, unfiltered) = dense.search([query, query], 100, filters=[{"topic": routed}, {}])
+    assert filtered.ids and set(filtered.ids) <= allowed
+    assert len(filtered) == min(100, len(allowed))
+    # exactly the best of the allowed passages, in order (exact search over them only)
+    full = dense.search([query], len(index.passage_ids))[0]
+    assert filtered.ids == [pid for pid in full.ids if pid in allowed][:len(filtered)]
+    expected = [s for pid, s in zip(full.ids, full.scores) if pid in allowed][:len(filtered)]
+    assert filtered.scores == pytest.approx(expected, rel=1e-5)
+    assert set(unfiltered.ids) - allowed  # the unfiltered query does leave the namespaces
+    assert a.fraction(routed) == pytest.approx(len(allowed) / len(index.passage_ids)) and a.fraction(routed) < 1
+    with pytest.raises(ValueError, match="unknown topic"):
+        dense.search([query], 5, filters=[{"topic": ["Cooking"]}])
+    with pytest.raises(ValueError, match="no facet"):
+        dense.search([query], 5, filters=[{"format": ["FAQ"]}])
+
+
+def test_bm25_prune_scores_equal_the_index_bm25(index, small_corpus):
+    step = BM25PruneStep(index.sparse, keep=20)
+    for q in [x["question"] for x in small_corpus[2]]:
+        candidates = index.dense.search([q], 100)[0]
+        pruned = step.rerank([q], [candidates], index.text)[0]
+        assert len(pruned) == min(20, len(candidates)) and set(pruned.ids) <= set(candidates.ids)
+        assert pruned.scores == sorted(pruned.scores, reverse=True)
+        everything = index.sparse.search([q], len(index.passage_ids))[0]  # the index's BM25, all matches
+        bm25 = dict(zip(everything.ids, everything.scores))
+        for pid, s in zip(pruned.ids, pruned.scores):
+            assert s == pytest.approx(bm25.get(pid, 0.0), rel=1e-5)
+        best = sorted((bm25.get(pid, 0.0) for pid in candidates.ids), reverse=True)[:20]
+        assert pruned.scores == pytest.approx(best, rel=1e-5)
+
+
+def test_bm25_prune_query_without_indexed_terms_keeps_dense_order(index):
+    step = BM25PruneStep(index.sparse, keep=3)
+    ranking = Ranking(ids=index.passage_ids[:5], scores=[5, 4, 3, 2, 1])
+    for q in ["the of and", "zzqxj vvkkw"]:  # only stopwords / unknown terms
+        (out,) = step.rerank([q], [ranking], index.text)
+        assert out.ids == index.passage_ids[:3] and out.scores == [0.0, 0.0, 0.0]
+    assert step.rerank(["anything"], [Ranking()], index.text) == [Ranking()]
+
+
+# ---------------------------------------------------------------- context aggregation, generation
+def words(n: int, w: str = "word") -> str:
+    return " ".join([w] * n)
+
+
+def count(text: str) -> int:
+    return len(text.split())
+
+
+def test_aggregate_truncates_proportionally():
+    passages = [words(300, "a"), words(100, "b"), words(50, "c")]
+    text, cuts = aggregate("why?", passages, count=count, budget=90, room=10_000)
+    kept = [count(p) for p in text.split("Context:\n", 1)[1].split("\n\nQuestion:")[0].split("\n\n")]
+    assert kept == [60, 20, 10]  # each passage keeps 90/450 = 20 % of its tokens
+    assert cuts == ["passage 1: 300 -> 60 tokens", "passage 2: 100 -> 20 tokens", "passage 3: 50 -> 10 tokens"]
+    # the window caps the budget: room for the whole prompt is what limits here
+    text, _ = aggregate("why?", passages, count=count, budget=8000, room=120)
+    assert count(text) <= 120
+    # under budget: nothing cut
+    text, cuts = aggregate("why?", ["x y", "z"], count=count, budget=8000, room=10_000)
+    assert cuts == [] and text == build_dota_prompt("why?", ["x y", "z"])
+    with pytest.raises(ValueError):
+        aggregate("q", ["p"], count=count, budget=10, room=3)
+
+
+def test_generator_caps_words_and_returns_llm_errors():
+    class LLM:
+        name = "fake"
+        context_window = 2048
+        count_tokens = staticmethod(count)
+
+        def chat_many(self, requests, *, max_tokens, temperature=0.0):
+            assert temperature == 0.0 and all(len(r) == 1 and r[0]["role"] == "user" for r in requests)
+            return [words(500), LLMError("boom")]
+
+    gen = DotaGenerator(LLM(), GeneratorConfig(max_new_tokens=400, max_words=300), DotaConfig(context_tokens=100))
+    g1, g2 = gen.generate(["q1", "q2"], [[words(200), words(200)], ["short"]])
+    assert len(g1.answer.split()) == 300
+    assert g1.final_prompt.startswith("You are a helpful assistant.\n\nContext:\n")
+    assert g1.truncations == ["generate: passage 1: 200 -> 50 tokens", "generate: passage 2: 200 -> 50 tokens"]
+    assert isinstance(g2.answer, LLMError) and g2.truncations == []
+
+
+# ---------------------------------------------------------------- configuration checks, end to end
+def test_preset_settings_and_routing_needs_dense_only(small_index):
+    from preqrag.pipeline import Pipeline
+
+    cfg = load_config(None, pipeline="dota")
+    assert cfg.rewriter.name == "dota" and cfg.generator.name == "dota" and not cfg.retrieval.use_sparse
+    assert cfg.retrieval.dense_top_k == 100 and cfg.rerank.chain == ["bm25-prune", "cross-encoder"]
+    assert cfg.dota.prune_keep == 20 and cfg.reranker.depth == 20 and cfg.generator.context_top_k == 10
+    assert cfg.dota.route_votes == 4 and cfg.dota.route_top_n == 2 and cfg.dota.route_temperature > 0
+    bad = load_config(None, {"retrieval": {"use_sparse": True}}, pipeline="dota")
+    with pytest.raises(ValueError, match="use_sparse"):
+        Pipeline.from_config(small_index, bad, llm=ScriptedLLM(lambda m, t, s: ""))
+
+
+def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
+    """``preqrag run`` with ``pipeline = "dota"`` and the bundled models: schema-valid LiveRAG
+    answers, traces with every slot (routing may fall back with a 135M LLM: recorded)."""
+    questions = small_corpus[2][:2] + small_corpus[2][3:4]  # 2 single, 1 multi
+    qpath = tmp_path / "q.jsonl"
+    qpath.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
+    cfg = tmp_path / "dota.toml"
+    cfg.write_text('pipeline = "dota"\n' + config_toml({
+        **TEST_OVERRIDES, "reranker": {"depth": 20}, "generator": {"max_new_tokens": 48},
+        "dota": {"route_max_new_tokens": 48, "rewrite_max_new_tokens": 48, "context_tokens": 1500}}),
+        encoding="utf-8")
+    out = tmp_path / "answers.jsonl"
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qpath), "--index", str(small_index),
+                        "-o", str(out), "--config", str(cfg)], capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    answers = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
+    traces = {str(t.id): t for t in (Trace.model_validate_json(line) for line in
+                                     out.with_name("answers.traces.jsonl").read_text().splitlines())}
+    assert len(answers) == 3 and len(traces) == 3
+    topics = np.load(small_index / FILE)["labels"]
+    ids = Index.open(small_index, load_config(cfg)).passage_ids
+    row = {pid: i for i, pid in enumerate(ids)}
+    assert len(topics) == len(ids)
+    for a in answers:
+        t = traces[str(a.id)]
+        assert a.final_prompt.startswith("You are a helpful assistant.\n\nContext:\n")
+        assert a.final_prompt.endswith(f"\n\nQuestion:\n{a.question}")
+        assert 1 <= len(a.passages) <= 10 and len(a.answer.split()) <= 300
+        assert set(t.rankings) == {"dense", "merged", "pruned", "reranked", "final"}
+        assert all(len(r) <= 100 for r in t.rankings["dense"])
+        assert all(len(r) <= 20 for r in t.rankings["pruned"] + t.rankings["reranked"])
+        assert t.context_ids == t.rankings["final"][0].ids[:10]
+        assert set(t.seconds) >= {"classify", "rewrite", "dense", "fusion", "bm25-prune", "rerank", "generate"}
+        assert t.plan.rewriter == "dota" and len(t.plan.sub_queries) == 1
+        assert all(f.split(":")[0].split(" vote")[0] in {"rewrite", "route", "classify"} for f in t.fallbacks)
+        routed = t.plan.sub_queries[0].filters.get("topic", [])
+        assert len(routed) <= 2 and set(routed) <= set(TOPIC_NAMES)
+        if routed:  # the dense candidates come from the routed namespaces only
+            allowed = {TOPIC_NAMES.index(n) for n in routed}
+            assert all(int(topics[row[pid]]) in allowed for pid in t.rankings["dense"][0].ids)

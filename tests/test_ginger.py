@@ -1,0 +1,361 @@
+"""GINGER preset (UiS-IAI@LiveRAG): multi-query rewriting, pairwise reranking, nugget-based
+generation; parsing and fallbacks with fake LLMs, the models on real smoke passages, and one
+end-to-end run of the preset with the bundled models."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from conftest import TEST_OVERRIDES
+from preqrag.config import load_config
+from preqrag.ginger.clustering import cluster_nuggets, embed_texts
+from preqrag.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM, GingerGenerator
+from preqrag.ginger.nuggets import NUGGET_SYSTEM, parse_nuggets
+from preqrag.ginger.pairwise import (CrossEncoderPreference, DuoT5Preference, PairwiseStep, pairwise_order,
+                                     sym_sum)
+from preqrag.ginger.rewriting import ANSWER_SYSTEM, REWRITE_SYSTEM, GingerRewriter, parse_rewrites
+from preqrag.index import Index
+from preqrag.records import LiveRAGAnswer, Question, Ranking
+from preqrag.rerankers import load_reranker
+from preqrag.stages import LLMError
+
+
+class ScriptedLLM:
+    """A fake LLM: ``handlers`` maps a system prompt to ``f(user_text) -> reply | LLMError``;
+    records every request."""
+
+    name = "scripted"
+    context_window = 4096
+
+    def __init__(self, handlers):
+        self.handlers = handlers
+        self.calls: list[tuple[str, str, int]] = []
+
+    def chat(self, messages, *, max_tokens, temperature=0.0):
+        r = self.chat_many([messages], max_tokens=max_tokens)[0]
+        if isinstance(r, LLMError):
+            raise r
+        return r
+
+    def chat_many(self, requests, *, max_tokens, temperature=0.0):
+        out = []
+        for msgs in requests:
+            system = msgs[0]["content"] if msgs[0]["role"] == "system" else ""
+            user = msgs[-1]["content"]
+            self.calls.append((system, user, max_tokens))
+            out.append(self.handlers.get(system, lambda u: "")(user))
+        return out
+
+
+def _fail(_):
+    return LLMError("server down")
+
+
+@pytest.fixture(scope="module")
+def index(small_index, test_config):
+    return Index.open(small_index, test_config)
+
+
+@pytest.fixture(scope="module")
+def reranker(test_config):
+    return load_reranker(test_config.reranker)
+
+
+def _ginger_cfg(**over):
+    return load_config(None, {**TEST_OVERRIDES, "ginger": over}, pipeline="ginger")
+
+
+# ------------------------------------------------------------------ 1. multi-query rewriting
+Q = "How do coral reefs respond to rising ocean temperatures?"
+
+
+def test_parse_rewrites_strict():
+    reply = ("1. Coral bleaching caused by warm ocean water\n"
+             "- \"Effects of marine heatwaves on coral reefs\"\n"
+             "Query 3: How do coral reefs respond to rising ocean temperatures?\n"  # the question itself
+             "original query: coral reefs\n"  # prompt echo
+             "I'm here to help you understand coral reefs and warming.\n"  # assistant chatter
+             "Bananas are yellow\n"  # unrelated
+             "***\n"
+             "Reef recovery after temperature stress\n"
+             "Symbiotic algae loss in reefs under heat\n")
+    got, rejected = parse_rewrites(reply, Q, 3, answer="Corals bleach when algae leave under heat stress.")
+    assert got == ["Coral bleaching caused by warm ocean water", "Effects of marine heatwaves on coral reefs",
+                   "Reef recovery after temperature stress"]
+    assert rejected == ["duplicate", "echo", "chatter", "unrelated"]  # '***' is blank once stripped
+    assert parse_rewrites("", Q, 3) == ([], ["empty"])
+    assert parse_rewrites("coral " * 80, Q, 3) == ([], ["too long"])
+
+
+def test_rewriter_plan_keeps_original_and_fuses():
+    llm = ScriptedLLM({ANSWER_SYSTEM: lambda u: "Corals bleach and may die when water stays too warm.",
+                       REWRITE_SYSTEM: lambda u: "coral bleaching warm water\nreef mortality heat stress\n"
+                                                 "ocean warming coral recovery\nextra coral query"})
+    cfg = _ginger_cfg()
+    (plan,) = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q], ["single"])
+    (sub,) = plan.sub_queries
+    assert sub.sparse == sub.dense == sub.text == Q
+    assert sub.extra == ["coral bleaching warm water", "reef mortality heat stress", "ocean warming coral recovery"]
+    assert plan.fallbacks == [] and plan.rewriter == "ginger"
+    # App. B.1: the answer goes into the rewrite prompt, with the number of rewrites
+    rewrite_user = [u for s, u, _ in llm.calls if s == REWRITE_SYSTEM][0]
+    assert "Rewrite and return 3 query rewrites" in rewrite_user
+    assert rewrite_user.endswith(f"original query: {Q}\nanswer: Corals bleach and may die when water stays too warm.")
+
+    cfg = _ginger_cfg(query_mode="concatenate")
+    (plan,) = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q], ["multi"])
+    (sub,) = plan.sub_queries
+    assert sub.extra == [] and sub.sparse == sub.dense
+    assert sub.sparse == (f"{Q} coral bleaching warm water {Q} reef mortality heat stress "
+                          f"{Q} ocean warming coral recovery")
+
+
+def test_rewriter_fallbacks():
+    cfg = _ginger_cfg()
+    # both calls fail: the original question alone, two fallbacks recorded
+    (plan,) = GingerRewriter(ScriptedLLM({ANSWER_SYSTEM: _fail, REWRITE_SYSTEM: _fail}),
+                             cfg.ginger, cfg.rewriter).plan([Q], ["single"])
+    assert plan.sub_queries[0].extra == [] and plan.sub_queries[0].sparse == Q
+    assert [f.split(":")[0] for f in plan.fallbacks] == ["answer", "rewrites"]
+    # the answer fails, junk rewrites: still a plan; the rewrite prompt got an empty answer
+    llm = ScriptedLLM({ANSWER_SYSTEM: _fail, REWRITE_SYSTEM: lambda u: "Sure! Here are the queries:\n\n!!!"})
+    (plan,) = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q], ["single"])
+    assert plan.sub_queries[0].extra == []
+    assert plan.fallbacks[1] == "rewrites: 0 of 3 usable (rejected: chatter, unparsable)"
+    # one good line of three
+    llm = ScriptedLLM({ANSWER_SYSTEM: lambda u: "", REWRITE_SYSTEM: lambda u: "coral heat stress"})
+    plans = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q, Q], ["single", "multi"])
+    for plan in plans:  # GINGER treats single- and multi-document questions alike
+        assert plan.sub_queries[0].extra == ["coral heat stress"]
+        assert plan.fallbacks == ["answer: empty", "rewrites: 1 of 3 usable"]
+    # a huge question is cut for the LLM and the cut recorded
+    long_q = "coral " * 2000
+    (plan,) = GingerRewriter(ScriptedLLM({}), cfg.ginger, cfg.rewriter).plan([long_q], ["single"])
+    assert plan.sub_queries[0].sparse == long_q
+    assert any("question cut" in f for f in plan.fallbacks)
+
+
+# ------------------------------------------------------------------ 2. pairwise reranking
+def test_sym_sum_and_pairwise_order():
+    # p(0>1)=0.9, p(1>0)=0.2: s0 = 0.9 + (1-0.2) = 1.7, s1 = 0.2 + (1-0.9) = 0.3
+    assert np.allclose(sym_sum(2, [(0, 1), (1, 0)], np.array([0.9, 0.2])), [1.7, 0.3])
+
+    class LongerWins:
+        name = "longer"
+
+        def prefer(self, triples):
+            return np.array([1.0 if len(a) > len(b) else 0.0 for _, a, b in triples])
+
+    order, scores = pairwise_order("q", ["aa", "a", "aaaa"], LongerWins())
+    assert order == [2, 0, 1] and scores == [4.0, 2.0, 0.0]
+    step = PairwiseStep(LongerWins(), top_k=3)
+    texts = {"p1": "x", "p2": "xxx", "p3": "xx", "p4": "xxxxxxx", "p5": "y"}
+    (out,) = step.rerank(["q"], [Ranking(ids=["p1", "p2", "p3", "p4", "p5"], scores=[5, 4, 3, 2, 1])],
+                         texts.__getitem__)
+    assert out.ids == ["p2", "p3", "p1", "p4", "p5"]  # head of 3 reordered, tail kept in place
+    assert out.scores == sorted(out.scores, reverse=True)
+
+
+def test_pairwise_step_on_real_smoke_passages(index, small_corpus, reranker):
+    """The offline preference (Bradley-Terry over the cross-encoder) with sym-sum reproduces
+    the cross-encoder's order of the head: the documented property of the stand-in."""
+    q = small_corpus[2][0]["question"]
+    (r,) = index.sparse.search([q], 12)
+    step = PairwiseStep(CrossEncoderPreference(reranker), top_k=6)
+    (out,) = step.rerank([q], [r], index.text)
+    head = r.ids[:6]
+    ce = reranker.score([(q, index.text(p)) for p in head])
+    assert out.ids[:6] == [head[i] for i in np.argsort(-ce, kind="stable")]
+    assert out.ids[6:] == r.ids[6:]
+    assert all(0.0 <= s <= 10.0 for s in out.scores[:6])  # sym-sum lies in [0, 2(k-1)]
+    assert out.scores == sorted(out.scores, reverse=True)
+    p = CrossEncoderPreference(reranker).prefer([(q, index.text(head[0]), index.text(head[1]))] * 2)
+    assert p.shape == (2,) and 0 < p[0] < 1
+
+
+def test_duot5_loading_path_with_a_tiny_local_t5(tmp_path):
+    """The duoT5 code path (T5ForConditionalGeneration, prompt, true/false logits) on a tiny
+    randomly initialised T5 saved locally; the real castorini/duot5-base-msmarco needs the hub."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"<pad>": 0, "</s>": 1, "<unk>": 2, "Query:": 3, "Document0:": 4, "Document1:": 5, "Relevant:": 6}
+    vocab.update({f"w{i}": i for i in range(7, 6200)})
+    vocab.pop("w1176"), vocab.pop("w6136")
+    vocab.update({"true": 1176, "false": 6136})
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>",
+                                                unk_token="<unk>")
+    fast.save_pretrained(tmp_path)
+    torch.manual_seed(0)
+    cfg = transformers.T5Config(vocab_size=6200, d_model=16, d_kv=4, d_ff=32, num_layers=1, num_heads=2,
+                                decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    transformers.T5ForConditionalGeneration(cfg).save_pretrained(tmp_path)
+    scorer = DuoT5Preference(str(tmp_path), batch_size=2)
+    triples = [("q", "a b", "c"), ("q", "c", "a b"), ("q", "x", "y")]
+    p = scorer.prefer(triples)
+    assert p.shape == (3,) and np.all((p > 0) & (p < 1))
+    order, _ = pairwise_order("q", ["a b", "c", "x"], scorer)
+    assert sorted(order) == [0, 1, 2]
+
+
+# ------------------------------------------------------------------ 3. nuggets
+PASSAGE = ("Coral bleaching happens when water is too warm.  Corals expel the algae living in their tissues. "
+           "Reefs also support fisheries.")
+
+
+def test_nuggets_are_verbatim_and_junk_is_dropped():
+    reply = ("<START>Coral bleaching happens when water is too warm.</END>  Corals <START>expel the algae "
+             "living in\ntheir tissues</END>. <START>Corals turn purple in winter</END> <START>...</END> "
+             "<START>Coral bleaching happens when water is too warm.</END>")
+    got, rejected = parse_nuggets(reply, PASSAGE, 2)
+    assert [n.text for n in got] == ["Coral bleaching happens when water is too warm.",
+                                     "expel the algae living in their tissues"]
+    for n in got:
+        assert PASSAGE[n.start:n.end] == n.text and n.passage == 2  # the passage's own text
+    assert rejected == ["not in passage", "unparsable", "duplicate"]
+    assert parse_nuggets(PASSAGE, PASSAGE, 0) == ([], ["no tags"])
+    assert parse_nuggets("  ", PASSAGE, 0) == ([], ["empty"])
+
+
+def test_clustering_groups_identical_nuggets(index):
+    texts = ["Corals expel algae when the water is too warm.", "Stock markets fell sharply on Monday.",
+             "Corals expel algae when the water is too warm.", "The central bank raised interest rates."]
+    labels, why = cluster_nuggets(texts, embed_texts(texts, index.encoder), "agglomerative", 0.5)
+    assert why is None and labels[0] == labels[2] == 0
+    assert labels[1] != labels[0] and labels[3] != labels[0]
+    # without an embedder: TF-IDF vectors; identical texts still cluster together
+    labels, _ = cluster_nuggets(texts, embed_texts(texts, None), "agglomerative", 0.5)
+    assert labels[0] == labels[2] and labels[1] != labels[0]
+    # bertopic: used when installed, else a recorded fallback to agglomerative
+    labels, why = cluster_nuggets(texts, embed_texts(texts, index.encoder), "bertopic", 0.5)
+    assert len(labels) == 4 and (why is None or why.startswith("clustering: bertopic"))
+
+
+# ------------------------------------------------------------------ 4. generation
+def _first_sentence(passage: str) -> str:
+    return re.split(r"(?<=[.!?])\s+", passage.strip())[0]
+
+
+def _smoke_contexts(index, small_corpus, n=3):
+    q = small_corpus[2][0]["question"]
+    (r,) = index.sparse.search([q], n)
+    return q, [index.text(p) for p in r.ids]
+
+
+def _annotate_first_sentence_of(passages_to_tag):
+    """Nugget handler: tags the first sentence of chosen passages, plus one altered nugget."""
+    def handle(user):
+        passage = user.split(" Passage: ", 1)[1]
+        if any(passage == p for p in passages_to_tag):
+            s = _first_sentence(passage)
+            return passage.replace(s, f"<START>{s}</END>", 1) + " <START>an invented fact</END>"
+        return passage
+    return handle
+
+
+def test_generator_citations_point_to_nugget_passages(index, small_corpus):
+    q, ctx = _smoke_contexts(index, small_corpus)
+    tagged = [ctx[0], ctx[2]]
+    llm = ScriptedLLM({NUGGET_SYSTEM: _annotate_first_sentence_of(tagged),
+                       SUMMARY_SYSTEM: lambda u: u.rstrip("."),  # the cluster text is its own summary
+                       FLUENCY_SYSTEM: lambda u: u.split(" Response: ", 1)[1]})  # unchanged rephrasing
+    cfg = _ginger_cfg(cluster_ranking="passage-rank")
+    (g,) = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder).generate([q], [ctx])
+    assert g.details["fluency"] is True
+    nuggets = g.details["nuggets"]
+    assert {n["passage"] for n in nuggets} == {1, 3}
+    for n in nuggets:
+        assert n["text"] in ctx[n["passage"] - 1]
+    assert "generate: nuggets: passage 1: dropped 1 (not in passage)" in g.fallbacks
+    assert g.citations and all(set(nums) <= {1, 3} and nums for _, nums in g.citations)
+    cited = set().union(*[set(nums) for _, nums in g.citations])
+    assert cited == {1, 3}
+    assert g.answer == " ".join(s for s, _ in g.citations)
+    assert len(g.answer.split()) <= cfg.generator.max_words
+    assert g.final_prompt.startswith(FLUENCY_SYSTEM) and q in g.final_prompt
+
+
+def test_generator_pairwise_cluster_ranking_on_real_cross_encoder(index, small_corpus, reranker):
+    q, ctx = _smoke_contexts(index, small_corpus)
+    llm = ScriptedLLM({NUGGET_SYSTEM: _annotate_first_sentence_of(ctx), SUMMARY_SYSTEM: lambda u: u.rstrip("."),
+                       FLUENCY_SYSTEM: _fail})
+    cfg = _ginger_cfg()
+    gen = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder, lambda: CrossEncoderPreference(reranker))
+    (g,) = gen.generate([q], [ctx])
+    texts = [c["text"] for c in g.details["clusters"]]
+    ce = reranker.score([(q, t) for t in texts])
+    assert list(ce) == sorted(ce, reverse=True)  # clusters ranked by (pairwise) relevance
+    assert g.fallbacks[-1].startswith("generate: fluency: llm error")
+    assert not g.details["fluency"] and g.final_prompt.startswith(SUMMARY_SYSTEM)
+
+
+def test_generator_falls_back_on_failing_or_junk_llm(index, small_corpus):
+    q, ctx = _smoke_contexts(index, small_corpus)
+    cfg = _ginger_cfg(cluster_ranking="passage-rank")
+    for handler in (_fail, lambda u: "lorem ipsum <START>dolor</END>"):
+        llm = ScriptedLLM({NUGGET_SYSTEM: handler, SUMMARY_SYSTEM: handler, FLUENCY_SYSTEM: handler})
+        (g,) = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder).generate([q], [ctx])
+        assert g.answer and not isinstance(g.answer, LLMError)
+        assert "generate: nuggets: none detected; each passage's sentence closest to the question used" in g.fallbacks
+        assert any(f.startswith("generate: summary 1:") for f in g.fallbacks)
+        assert any(f.startswith("generate: fluency:") for f in g.fallbacks)
+        for sentence, nums in g.citations:  # fallback sentences are verbatim passage text
+            assert nums and any(sentence in ctx[n - 1] for n in nums)
+
+
+def test_fluency_that_adds_information_is_rejected(index, small_corpus):
+    q, ctx = _smoke_contexts(index, small_corpus)
+    llm = ScriptedLLM({NUGGET_SYSTEM: _annotate_first_sentence_of(ctx[:1]), SUMMARY_SYSTEM: lambda u: u.rstrip("."),
+                       FLUENCY_SYSTEM: lambda u: u.split(" Response: ", 1)[1]
+                       + " The Eiffel Tower was painted green in 1850 by pirates."})
+    cfg = _ginger_cfg(cluster_ranking="passage-rank")
+    (g,) = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder).generate([q], [ctx])
+    assert "generate: fluency: sentence without support; the summaries used as they are" in g.fallbacks
+    assert "Eiffel" not in g.answer and [n for _, n in g.citations] == [[1]]
+
+
+def test_generator_word_limit(index, small_corpus):
+    q, ctx = _smoke_contexts(index, small_corpus)
+    llm = ScriptedLLM({NUGGET_SYSTEM: _annotate_first_sentence_of(ctx), SUMMARY_SYSTEM: lambda u: u.rstrip("."),
+                       FLUENCY_SYSTEM: lambda u: u.split(" Response: ", 1)[1]})
+    cfg = load_config(None, {**TEST_OVERRIDES, "generator": {"max_words": 12},
+                             "ginger": {"cluster_ranking": "passage-rank"}}, pipeline="ginger")
+    (g,) = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder).generate([q], [ctx])
+    assert len(g.answer.split()) <= 12
+
+
+# ------------------------------------------------------------------ 5. end to end
+@pytest.mark.slow
+def test_ginger_preset_end_to_end(small_index, small_corpus):
+    from preqrag.pipeline import Pipeline
+
+    cfg = load_config(None, {**TEST_OVERRIDES, "rewriter": {"max_new_tokens": 24},
+                             "generator": {"context_top_k": 2},
+                             "ginger": {"pairwise_top_k": 4, "nugget_max_new_tokens": 48, "max_sentences": 2,
+                                        "summary_max_new_tokens": 24, "fluency_max_new_tokens": 48}},
+                      pipeline="ginger")
+    p = Pipeline.from_config(small_index, cfg)
+    assert [s.name for s in p.rerank_chain] == ["cross-encoder", "pairwise"]
+    qs = [Question(id=q["id"], question=q["question"]) for q in small_corpus[2][3:4]]  # a multi-doc one
+    outcomes = p.answer(qs)
+    for o in outcomes:
+        assert o.failure is None, o.failure
+        a = LiveRAGAnswer.model_validate(o.answer.model_dump())
+        assert 1 <= len(a.passages) <= 2 and a.answer.strip()
+        t = o.trace
+        assert set(t.rankings) == {"sparse", "dense", "merged", "reranked", "pairwise", "final"}
+        assert len(t.rankings["pairwise"][0]) <= cfg.reranker.depth
+        assert t.context_ids == t.rankings["pairwise"][0].ids[:2]
+        assert t.plan.rewriter == "ginger" and len(t.plan.sub_queries) == 1
+        assert t.plan.sub_queries[0].sparse == o.question.question
+        assert {"rewrite", "rerank", "pairwise", "generate"} <= set(t.seconds)
+        assert t.citations and all(set(c.passage_ids) <= set(t.context_ids) and c.passage_ids
+                                   for c in t.citations)
+        assert a.answer == " ".join(c.sentence for c in t.citations)
+        assert all(f.split(":")[0] in {"answer", "rewrites", "rewrite", "classify", "generate"} for f in t.fallbacks)

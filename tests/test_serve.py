@@ -1,0 +1,654 @@
+"""`preqrag serve`, tested for real: a server process on a free localhost port over a real small
+index with the bundled models (started and stopped by the tests), its HTTP API, and its page in
+headless Chromium (Debian's `chromium` driven by Playwright; no browser download).
+
+Also: the interval-union model timing, the OpenAI-compatible backend called from inside a
+running event loop, and the worker's queue/timeout/failure handling with a fake pipeline
+(in-process, deterministic).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures as cf
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from _bench import unavailable
+from conftest import TEST_OVERRIDES, _free_port, config_toml
+
+REPO = Path(__file__).resolve().parent.parent
+SERVE_OVERRIDES = {**TEST_OVERRIDES, "rewriter": {"name": "none"}, "generator": {"max_new_tokens": 16},
+                   "run": {"batch_size": 4}}
+"""Fast test pipeline: the default models, no LLM rewriting, short answers."""
+OTHER_OVERRIDES = {**SERVE_OVERRIDES, "classifier": {"name": "rules"}, "reranker": {"name": "none"},
+                   "fusion": {"name": "rrf"}}
+"""The second preset served for side-by-side comparison."""
+START_TIMEOUT_S = 300.0
+REQUEST_TIMEOUT_S = 900
+"""Generous: on a busy 2-core machine llama.cpp slows down many times over."""
+API_KEY = "test-key-5b1f0c"
+XSS_DOC = {"id": "<urn:uuid:xss-probe>",
+           "text": "The zorblax quantum frobnicator manual. <script>window.__xss=1</script> "
+                   "<img src=x onerror=\"window.__xss=2\"> The zorblax quantum frobnicator is calibrated "
+                   "every Tuesday by the night shift, using the brass frobnicator calibration key."}
+XSS_QUESTION = "How often is the zorblax quantum frobnicator calibrated?"
+
+
+# ---------------------------------------------------------------------- helpers
+def http(method: str, url: str, body=None, *, raw: bytes | None = None, headers: dict | None = None,
+         timeout: float = 900.0) -> tuple[int, dict | None, dict]:
+    """(status, JSON body or None, headers) of one request; HTTP errors are returned, not raised."""
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            status, payload, hdrs = resp.status, resp.read(), dict(resp.headers)
+    except urllib.error.HTTPError as e:
+        status, payload, hdrs = e.code, e.read(), dict(e.headers)
+    try:
+        parsed = json.loads(payload) if payload else None
+    except json.JSONDecodeError:
+        parsed = None
+    return status, parsed, {k.lower(): v for k, v in hdrs.items()}
+
+
+class ServeProcess:
+    """``python -m preqrag.cli serve ...`` on a free 127.0.0.1 port. ``start()`` returns as
+    soon as the socket answers, recording the first ``/healthz`` status in ``first_health``;
+    ``wait_ready()`` waits for 200."""
+
+    def __init__(self, args: list[str], env: dict | None = None):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = args
+        self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+            [str(REPO / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]), **(env or {})}
+        self.log = tempfile.NamedTemporaryFile(prefix="preqrag_serve_", suffix=".log", delete=False)
+        self.proc: subprocess.Popen | None = None
+        self.first_health: tuple[int, dict | None] | None = None
+
+    def start(self) -> "ServeProcess":
+        cmd = [sys.executable, "-m", "preqrag.cli", "serve", "--port", str(self.port), *self.args]
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=self.env, cwd=REPO)
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while self.first_health is None:
+            self._check_alive()
+            try:
+                status, body, _ = http("GET", f"{self.url}/healthz", timeout=5)
+                self.first_health = (status, body)
+            except (urllib.error.URLError, ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"preqrag serve did not bind {self.url} within {START_TIMEOUT_S}s:\n{self.tail()}")
+                time.sleep(0.05)
+        return self
+
+    def wait_ready(self) -> "ServeProcess":
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            time.sleep(0.2)
+            self._check_alive()
+            try:
+                status, _, _ = http("GET", f"{self.url}/healthz", timeout=5)
+            except (urllib.error.URLError, OSError):
+                status = None  # shutting down after a failed load: _check_alive reports it
+            if status == 200:
+                return self
+            if time.monotonic() > deadline:
+                pytest.fail(f"preqrag serve not ready within {START_TIMEOUT_S}s:\n{self.tail()}")
+
+    def _check_alive(self) -> None:
+        if self.proc.poll() is not None:
+            pytest.fail(f"preqrag serve exited with {self.proc.returncode}:\n{self.tail()}")
+
+    def tail(self) -> str:
+        self.log.flush()
+        return Path(self.log.name).read_text(encoding="utf-8", errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=20)
+        self.log.close()
+        os.unlink(self.log.name)
+
+
+# ---------------------------------------------------------------------- fixtures
+@pytest.fixture(scope="module")
+def serve_data(small_corpus, tmp_path_factory):
+    """(index dir, questions file, questions, config path, other config path): the small real
+    corpus plus one document whose text holds HTML/JS, indexed with the test settings."""
+    from preqrag.config import load_config
+    from preqrag.index import build_index
+
+    corpus, qpath, questions = small_corpus
+    d = tmp_path_factory.mktemp("serve")
+    mixed = d / "corpus.jsonl"
+    mixed.write_text(corpus.read_text(encoding="utf-8") + json.dumps(XSS_DOC) + "\n", encoding="utf-8")
+    index = d / "index"
+    build_index(mixed, index, load_config(None, SERVE_OVERRIDES))
+    cfg = d / "serve.toml"
+    cfg.write_text(config_toml(SERVE_OVERRIDES))
+    other = d / "other.toml"
+    other.write_text(config_toml(OTHER_OVERRIDES))
+    return index, qpath, questions, cfg, other
+
+
+@pytest.fixture(scope="module")
+def server(serve_data):
+    """The main server: default + 'no-rerank' presets, gold from the small question file."""
+    index, qpath, _, cfg, other = serve_data
+    proc = ServeProcess(["--index", str(index), "--config", str(cfg), "--compare", f"no-rerank={other}",
+                         "--questions", str(qpath), "--max-queue", "8", "--max-question-chars", "300",
+                         "--max-body-bytes", "4096", "--timeout", str(REQUEST_TIMEOUT_S)]).start()
+    try:
+        yield proc.wait_ready()
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def keyed_server(serve_data):
+    """A server requiring an API key, with a one-place queue and one question per micro-batch."""
+    index, _, _, cfg, _ = serve_data
+    proc = ServeProcess(["--index", str(index), "--config", str(cfg), "--api-key-env", "PREQRAG_TEST_API_KEY",
+                         "--host", "127.0.0.1", "--max-queue", "1", "--batch-size", "1",
+                         "--timeout", str(REQUEST_TIMEOUT_S)],
+                        env={"PREQRAG_TEST_API_KEY": API_KEY}).start()
+    try:
+        yield proc.wait_ready()
+    finally:
+        proc.stop()
+
+
+# ---------------------------------------------------------------------- API, real server
+def test_health_before_and_after_warm_up(server):
+    status, body = server.first_health
+    assert status == 503, "the socket should answer before the models are loaded"
+    assert body["error"] == "not_ready" and body["state"] == "loading"
+    status, body, _ = http("GET", f"{server.url}/healthz")
+    assert status == 200 and body["status"] == "ready"
+    assert body["pipelines"] == ["default", "no-rerank"]
+
+
+def test_answer(server, serve_data):
+    from preqrag.records import LiveRAGAnswer
+
+    q = serve_data[2][0]
+    status, body, _ = http("POST", f"{server.url}/v1/answer", {"question": q["question"], "id": q["id"]})
+    assert status == 200, body
+    answer = LiveRAGAnswer.model_validate(body["answer"])  # the LiveRAG answer object, schema-valid
+    assert answer.id == q["id"] and answer.question == q["question"]
+    assert len(answer.passages) == SERVE_OVERRIDES["generator"].get("context_top_k", 3)
+    assert answer.final_prompt and isinstance(answer.answer, str)
+    trace = body["trace"]
+    assert set(trace["rankings"]) >= {"sparse", "dense", "merged", "reranked", "final"}
+    assert set(trace["seconds"]) >= {"classify", "rewrite", "sparse", "dense", "fusion", "rerank", "generate"}
+    assert trace["classification"]["question_type"] in ("single", "multi")
+    assert body["gold_doc_ids"] == q["gold_doc_ids"]
+    for stage, rankings in trace["rankings"].items():  # every candidate's document is given
+        assert all(body["doc_ids"][pid] for r in rankings for pid in r["ids"]), stage
+    assert isinstance(body["citations"], list)
+    assert body["pipeline"] == "default" and body["served"]["batch_size"] >= 1
+
+
+def test_retrieve_has_no_generation(server, serve_data):
+    q = serve_data[2][1]
+    status, body, _ = http("POST", f"{server.url}/v1/retrieve", {"question": q["question"]})
+    assert status == 200, body
+    assert "answer" not in body
+    assert "generate" not in body["trace"]["seconds"]
+    assert len(body["context"]) == len(body["trace"]["context_ids"]) == 3
+    assert all(c["passage"] and c["doc_IDs"] for c in body["context"])
+
+
+def test_batch_shares_one_micro_batch(server, serve_data):
+    qs = serve_data[2][:3]
+    payload = {"questions": [{"question": q["question"], "id": q["id"]} for q in qs[:2]] + [qs[2]["question"]]}
+    status, body, _ = http("POST", f"{server.url}/v1/batch", payload)
+    assert status == 200, body
+    results = body["results"]
+    assert [r["id"] for r in results[:2]] == [q["id"] for q in qs[:2]]
+    assert all(r["answer"]["question"] == q["question"] for r, q in zip(results, qs))
+    # submitted together, they went through the same batched stage calls (run.batch_size = 4)
+    assert [r["served"]["batch_size"] for r in results] == [3, 3, 3]
+
+
+def test_concurrent_requests_are_micro_batched(server, serve_data):
+    qs = [q["question"] for q in serve_data[2]][:4]
+    with cf.ThreadPoolExecutor(len(qs)) as pool:
+        replies = list(pool.map(lambda q: http("POST", f"{server.url}/v1/answer", {"question": q}), qs))
+    assert [r[0] for r in replies] == [200] * len(qs)
+    assert [r[1]["answer"]["question"] for r in replies] == qs  # each client got its own answer
+    assert max(r[1]["served"]["batch_size"] for r in replies) > 1
+
+
+def test_second_preset_and_config(server, serve_data):
+    q = serve_data[2][0]["question"]
+    status, body, _ = http("POST", f"{server.url}/v1/answer", {"question": q, "pipeline": "no-rerank"})
+    assert status == 200, body
+    assert body["pipeline"] == "no-rerank"
+    assert "reranked" in body["trace"]["rankings"]  # the fused list, unchanged
+    assert body["trace"]["classification"]["classifier"] == "rules"
+    status, cfg, _ = http("GET", f"{server.url}/v1/config")
+    assert status == 200
+    assert list(cfg["pipelines"]) == ["default", "no-rerank"] and cfg["default"] == "default"
+    assert cfg["pipelines"]["no-rerank"]["reranker"]["name"] == "none"
+    assert q in cfg["examples"]
+    status, schema, _ = http("GET", f"{server.url}/openapi.json")
+    assert status == 200 and {"/v1/answer", "/v1/retrieve", "/v1/batch", "/v1/config"} <= set(schema["paths"])
+    with urllib.request.urlopen(f"{server.url}/docs", timeout=30) as resp:
+        assert resp.status == 200
+
+
+@pytest.mark.parametrize("raw, status, code", [
+    (b'{"question": "unterminated', 400, "bad_json"),
+    (b'{"question": "   "}', 422, "empty_question"),
+    (json.dumps({"question": "why " * 100}).encode(), 422, "question_too_long"),
+    (json.dumps({"question": "x" * 5000}).encode(), 413, "body_too_large"),
+    (b'{"question": "ok?", "pipeline": "nope"}', 422, "unknown_pipeline"),
+    (b'{"question": "ok?", "path": "/etc/passwd"}', 422, "bad_request"),
+    (b'["not", "an", "object"]', 422, "bad_request"),
+    (b'{"questions": []}', 422, "bad_request"),
+])
+def test_bad_requests_get_json_errors(server, raw, status, code):
+    got, body, _ = http("POST", f"{server.url}/v1/answer", raw=raw)
+    assert (got, body["error"]) == (status, code), body
+    assert body["message"]
+
+
+def test_other_json_errors(server):
+    status, body, _ = http("POST", f"{server.url}/v1/batch", {"questions": ["fine?", ""]})
+    assert (status, body["error"]) == (422, "empty_question") and "questions[1]" in body["message"]
+    status, body, _ = http("POST", f"{server.url}/v1/batch", {"questions": ["q?"] * 9})
+    assert (status, body["error"]) == (422, "too_many_questions")
+    status, body, _ = http("GET", f"{server.url}/v1/nothing-here")
+    assert (status, body["error"]) == (404, "not_found")
+    status, body, _ = http("GET", f"{server.url}/v1/answer")
+    assert (status, body["error"]) == (405, "method_not_allowed")
+
+
+def test_client_disconnecting_mid_request(server, serve_data):
+    q = serve_data[2][2]["question"]
+    body = json.dumps({"question": q}).encode()
+    head = (f"POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    # 1. gone after sending the whole request, while the question waits or runs
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(head + body)
+        time.sleep(0.2)
+    # 2. gone halfway through the body
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.sendall(head + body[: len(body) // 2])
+    status, _, _ = http("GET", f"{server.url}/healthz")
+    assert status == 200
+    status, reply, _ = http("POST", f"{server.url}/v1/answer", {"question": q})
+    assert status == 200 and reply["answer"]["question"] == q
+    deadline = time.monotonic() + 60
+    while True:  # nothing is left behind in the queue
+        _, stats, _ = http("GET", f"{server.url}/v1/stats")
+        if stats["queued"] == 0 and stats["submitted"] == stats["answered"] + stats["failed"] + stats["cancelled"]:
+            break
+        assert time.monotonic() < deadline, stats
+        time.sleep(0.2)
+    assert server.proc.poll() is None
+
+
+def test_api_key_required_on_every_v1_route(keyed_server):
+    url = keyed_server.url
+    for method, path, body in [("POST", "/v1/answer", {"question": "q?"}), ("POST", "/v1/retrieve", {"question": "q?"}),
+                               ("POST", "/v1/batch", {"questions": ["q?"]}), ("GET", "/v1/config", None),
+                               ("GET", "/v1/stats", None), ("POST", "/v1/answer", None)]:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-API-Key": API_KEY + "x"}):
+            status, reply, hdrs = http(method, url + path, body, headers=headers)
+            assert (status, reply["error"]) == (401, "unauthorized"), (path, headers, reply)
+            assert hdrs.get("www-authenticate") == "Bearer"
+    assert http("GET", f"{url}/v1/config", headers={"Authorization": f"Bearer {API_KEY}"})[0] == 200
+    assert http("GET", f"{url}/v1/config", headers={"X-API-Key": API_KEY})[0] == 200
+    assert http("GET", f"{url}/healthz")[0] == 200  # health and the page need no key
+    with urllib.request.urlopen(f"{url}/", timeout=30) as resp:
+        assert resp.status == 200
+
+
+def test_queue_full_answers_429(keyed_server, serve_data):
+    key = {"Authorization": f"Bearer {API_KEY}"}
+    qs = [q["question"] for q in serve_data[2]] * 2
+    with cf.ThreadPoolExecutor(len(qs)) as pool:
+        replies = list(pool.map(lambda q: http("POST", f"{keyed_server.url}/v1/answer", {"question": q},
+                                               headers=key), qs))
+    statuses = [r[0] for r in replies]
+    assert set(statuses) <= {200, 429}, statuses
+    assert statuses.count(429) >= 1 and statuses.count(200) >= 1, statuses
+    for status, body, hdrs in replies:
+        if status == 429:
+            assert body["error"] == "queue_full" and int(hdrs["retry-after"]) >= 1
+        else:
+            assert body["answer"]["question"] in qs
+    _, stats, _ = http("GET", f"{keyed_server.url}/v1/stats", headers=key)
+    assert stats["rejected"] >= statuses.count(429)
+
+
+def test_non_local_bind_requires_api_key(serve_data, tmp_path):
+    index = serve_data[0]
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env.pop("PREQRAG_TEST_API_KEY", None)
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "serve", "--index", str(index), "--host", "0.0.0.0",
+                        "--port", str(_free_port())], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "--api-key-env" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "serve", "--index", str(index), "--host", "0.0.0.0",
+                        "--api-key-env", "PREQRAG_UNSET_KEY_VAR", "--port", str(_free_port())],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "PREQRAG_UNSET_KEY_VAR" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "serve", "--index", str(tmp_path / "missing"),
+                        "--port", str(_free_port())], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "not an index" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "serve", "--index", str(index), "--compare",
+                        "no-such-preset", "--port", str(_free_port())], capture_output=True, text=True, env=env,
+                       timeout=120)
+    assert r.returncode == 2 and "unknown preset" in r.stderr
+
+
+# ---------------------------------------------------------------------- the page, headless Chromium
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-background-networking", "--disable-component-update", "--no-first-run"]
+
+
+def _chromium() -> str:
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    unavailable("Debian's chromium is not installed (apt-get install -y chromium)")
+
+
+@pytest.fixture()
+def browser():
+    executable = _chromium()
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("playwright is not installed (pip install playwright; no `playwright install` needed)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+def _open_page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: (errors.append(f"dialog: {d.message}"), d.dismiss()))
+    page.goto(url + "/")
+    page.wait_for_selector("#status[data-state='ready']", timeout=60_000)
+    page.wait_for_selector("#pipeline-a option", state="attached", timeout=30_000)
+    return page, errors
+
+
+def _ask(page, question: str, compare: bool = False) -> None:
+    page.fill("#question", question)
+    if compare:
+        page.check("#compare")
+        page.select_option("#pipeline-b", "no-rerank")
+    page.evaluate("delete document.getElementById('results').dataset.done")
+    page.click("#submit")
+    page.wait_for_selector("#results[data-done]", timeout=600_000)
+
+
+def test_page_answers_and_shows_every_stage(server, serve_data, browser, tmp_path):
+    q = serve_data[2][0]
+    page, errors = _open_page(browser, server.url)
+    _ask(page, q["question"], compare=True)
+    columns = page.locator("#results section.column")
+    assert columns.count() == 2
+    assert [columns.nth(i).get_attribute("data-pipeline") for i in range(2)] == ["default", "no-rerank"]
+    for i in range(2):
+        col = columns.nth(i)
+        assert col.locator("[data-testid='failure']").count() == 0, col.inner_text()
+        answer = col.locator("[data-testid='answer']")
+        assert answer.is_visible() and answer.inner_text().strip()
+        assert col.locator("[data-testid='citations']").count() == 1
+        passages = col.locator("[data-testid='passages'] li")
+        assert passages.count() == 3
+        assert all(passages.nth(j).locator(".passage-text").inner_text().strip() for j in range(3))
+        for stage in ("classify", "rewrite", "fallbacks", "sparse", "dense", "merged", "reranked", "final",
+                      "timing"):
+            summary = col.locator(f"details[data-stage='{stage}'] > summary")
+            assert summary.count() == 1 and summary.is_visible(), (i, stage)
+        for stage in ("classify", "rewrite", "sparse", "dense", "fusion", "generate") + (("rerank",) if i == 0 else ()):
+            assert col.locator(f"[data-stage-time='{stage}']").count() == 1, (i, stage)
+        assert "confidence" in col.locator("details[data-stage='classify']").inner_text()
+        assert col.locator("details[data-stage='final'] tbody tr").count() >= 3
+        # the question came from the --questions file: its gold documents are marked
+        assert col.locator("details[data-stage='sparse'] .gold-badge").count() >= 1
+    assert "rules" in columns.nth(1).locator("details[data-stage='classify']").inner_text()
+    out = Path(REPO / "docs" / "img" / "serve.png") if os.environ.get("PREQRAG_SAVE_SCREENSHOT") \
+        else tmp_path / "serve.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out), full_page=True)
+    assert out.stat().st_size > 10_000
+    assert errors == []
+
+
+def test_page_shows_html_in_passages_as_text(server, browser):
+    page, errors = _open_page(browser, server.url)
+    _ask(page, XSS_QUESTION)
+    passages = page.locator("[data-testid='passages'] .passage-text")
+    texts = [passages.nth(i).inner_text() for i in range(passages.count())]
+    assert any("<script>window.__xss=1</script>" in t and '<img src=x onerror="window.__xss=2">' in t
+               for t in texts), texts
+    page.wait_for_timeout(500)  # an injected <img src=x> would have failed to load and fired by now
+    assert page.evaluate("typeof window.__xss") == "undefined"
+    assert page.locator("#results script, #results img").count() == 0
+    assert errors == []
+
+
+# ---------------------------------------------------------------------- timing, unit
+def test_model_time_counts_overlapping_calls_once():
+    from preqrag.timing import model_busy_seconds, model_calls, model_seconds, model_time
+
+    s0, b0, c0 = model_seconds().get("llm", 0.0), model_busy_seconds(), model_calls().get("llm", 0)
+    e0 = model_seconds().get("embedder", 0.0)
+    barrier = threading.Barrier(4)  # three llm threads and this one
+
+    def call():
+        barrier.wait()
+        with model_time("llm"):
+            time.sleep(0.3)
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=call) for _ in range(3)]
+    for t in threads:
+        t.start()
+    with model_time("embedder"):  # overlaps the llm calls
+        barrier.wait()
+        time.sleep(0.1)
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    llm = model_seconds()["llm"] - s0
+    assert 0.29 <= llm <= wall + 0.01, (llm, wall)  # three threads in flight at once: counted once
+    assert model_calls()["llm"] - c0 == 3
+    assert 0.09 <= model_seconds()["embedder"] - e0 <= 0.2
+    busy = model_busy_seconds() - b0
+    assert llm - 0.01 <= busy <= wall + 0.01  # union across kinds too
+
+
+# ---------------------------------------------------------------------- OpenAI backend inside a running loop
+class _FakeOpenAI(BaseHTTPRequestHandler):
+    connections: set = set()
+
+    def do_POST(self):  # noqa: N802
+        type(self).connections.add(self.client_address)
+        n = int(self.headers.get("Content-Length", 0))
+        req = json.loads(self.rfile.read(n))
+        content = "echo: " + req["messages"][-1]["content"]
+        body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": req["model"],
+                           "choices": [{"index": 0, "finish_reason": "stop",
+                                        "message": {"role": "assistant", "content": content}}],
+                           "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_openai_backend_works_inside_a_running_event_loop():
+    from preqrag.config import LLMConfig
+    from preqrag.llm.openai_backend import OpenAICompatibleLLM
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"http://127.0.0.1:{httpd.server_port}/v1",
+                                        model="fake", concurrency=2, max_retries=0, timeout_s=10))
+    try:
+        msgs = [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
+
+        async def inside_a_loop():  # what a server's request handler does
+            return llm.chat_many(msgs, max_tokens=4), llm.chat_many(msgs[:1], max_tokens=4)
+
+        first, second = asyncio.run(inside_a_loop())
+        assert first == [f"echo: q{i}" for i in range(4)] and second == ["echo: q0"]
+        assert llm.chat([{"role": "user", "content": "plain"}], max_tokens=4) == "echo: plain"
+        with cf.ThreadPoolExecutor(3) as pool:  # several threads at once share the backend's loop
+            assert list(pool.map(lambda i: llm.chat(msgs[i], max_tokens=4), range(3))) == [
+                f"echo: q{i}" for i in range(3)]
+        assert len(llm._clients) == 1  # one client (one connection pool) for every call above
+        assert asyncio.run(llm.achat_many(msgs[:2], max_tokens=4)) == ["echo: q0", "echo: q1"]
+    finally:
+        llm.close()
+        httpd.shutdown()
+
+
+# ---------------------------------------------------------------------- worker, fake pipeline (in-process)
+class _FakePipeline:
+    """Answers instantly, except 'slow' (sleeps) and 'boom' (a failed Outcome)."""
+
+    def __init__(self):
+        from preqrag.config import load_config
+        from preqrag.records import Passage
+
+        self.cfg = load_config(None, {"run": {"batch_size": 2}})
+        self.index = type("I", (), {"passages": {"d#0": Passage(id="d#0", doc_id="d", position=0, text="t")}})()
+
+    def prepare(self, qs):
+        from preqrag.pipeline import Outcome
+        from preqrag.records import Classification, Failure, QueryPlan, Ranking, SubQuery, Trace
+
+        out = []
+        for q in qs:
+            if q.question == "slow":
+                time.sleep(3.0)
+            if q.question == "boom":
+                out.append(Outcome(q, failure=Failure(id=q.id, question=q.question, error="boom", stage="rerank")))
+                continue
+            out.append(Outcome(q, trace=Trace(
+                id=q.id, classification=Classification(question_type="single", classifier="fake"),
+                plan=QueryPlan(question_type="single", rewriter="none",
+                               sub_queries=[SubQuery(text=q.question, sparse=q.question, dense=q.question)]),
+                rankings={"final": [Ranking(ids=["d#0"], scores=[1.0])]}, context_ids=["d#0"])))
+        return out
+
+    def answer(self, qs):
+        from preqrag.records import LiveRAGAnswer, LiveRAGPassage
+
+        out = self.prepare(qs)
+        for o in out:
+            if o.failure is None:
+                o.answer = LiveRAGAnswer(id=o.question.id, question=o.question.question, final_prompt="p",
+                                         passages=[LiveRAGPassage(passage="t", doc_IDs=["d"])],
+                                         answer="It is so [1]. Also this [1, 2]. Not cited.")
+        return out
+
+
+@pytest.fixture()
+def fake_server():
+    import uvicorn
+
+    from preqrag.config import load_config
+    from preqrag.serve.app import ServeSettings, create_app
+
+    def factory():
+        time.sleep(0.5)
+        return _FakePipeline()
+
+    app = create_app({"default": factory}, {"default": load_config()},
+                     ServeSettings(max_queue=2, timeout_s=1.0))
+    port = _free_port()
+    srv = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    t = threading.Thread(target=srv.run, daemon=True)
+    t.start()
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if http("GET", f"{url}/healthz", timeout=2)[0] == 200:
+                break
+        except (urllib.error.URLError, OSError):
+            pass
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    yield url, app
+    srv.should_exit = True
+    t.join(timeout=10)
+
+
+def test_failures_timeouts_and_a_full_queue_keep_the_server_up(fake_server):
+    url, app = fake_server
+    status, body, _ = http("POST", f"{url}/v1/answer", {"question": "boom"})
+    assert (status, body["error"], body["stage"]) == (500, "question_failed", "rerank")
+    status, body, _ = http("POST", f"{url}/v1/batch", {"questions": ["fine", "boom"]})
+    assert status == 200
+    assert "answer" in body["results"][0] and body["results"][1]["error"] == "question_failed"
+    assert body["results"][0]["citations"] == [{"sentence": "It is so [1].", "passages": [1]},
+                                               {"sentence": "Also this [1, 2].", "passages": [1]}]
+    status, body, _ = http("POST", f"{url}/v1/answer", {"question": "slow"})  # 3 s > timeout 1 s
+    assert (status, body["error"]) == (504, "timeout")
+    # the worker is still busy with 'slow': two jobs fill the queue, the next gets 429
+    with cf.ThreadPoolExecutor(2) as pool:
+        waiting = [pool.submit(http, "POST", f"{url}/v1/retrieve", {"question": f"w{i}"}) for i in range(2)]
+        time.sleep(0.1)
+        status, body, hdrs = http("POST", f"{url}/v1/answer", {"question": "one too many"})
+        assert (status, body["error"]) == (429, "queue_full") and int(hdrs["retry-after"]) >= 1
+        assert {w.result()[0] for w in waiting} <= {200, 504}
+    deadline = time.monotonic() + 30
+    while True:  # timed-out jobs left the queue at once; wait for the worker to finish 'slow'
+        stats = http("GET", f"{url}/v1/stats")[1]
+        if stats["queued"] == 0 and stats["submitted"] == stats["answered"] + stats["failed"] + stats["cancelled"]:
+            break
+        assert time.monotonic() < deadline, stats
+        time.sleep(0.1)
+    status, body, _ = http("POST", f"{url}/v1/answer", {"question": "after all that"})
+    assert status == 200 and body["answer"]["question"] == "after all that"
+    assert app.state.worker.ready
+
+
+def test_is_loopback():
+    from preqrag.serve.cli import is_loopback
+
+    assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.0.0.2", "[::1]"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.4", "example.org"))
