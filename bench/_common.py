@@ -36,3 +36,17 @@ def stage_means(seconds: list[dict[str, float]]) -> dict[str, float]:
 def describe(m: dict) -> str:
     """One line for Markdown tables."""
     return f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['os']}, Python {m['python']}"
+
+
+def final_retrieval_columns(traces: list, questions: list) -> dict:
+    """The ladder's retrieval columns of the ``final`` ranking at document level (ranx, via
+    preqrag.evaluation.evaluate_retrieval): single hit@1 / hit@10 / MRR@10, multi recall@10 /
+    all@10, shared by bench/ablation.py and bench/presets.py."""
+    from preqrag.evaluation import evaluate_retrieval
+
+    m = evaluate_retrieval(traces, questions, stages=["final"])
+    block = m["metrics"]["final"]["breakdown"]["all"]["all"]
+    single, multi = block["single"], block["multi"]
+    return {"single_hit@1": single.get("hit@1"), "single_hit@10": single.get("hit@10"),
+            "single_mrr@10": single.get("mrr@10"), "multi_recall@10": multi.get("recall@10"),
+            "multi_all@10": multi.get("all@10")}

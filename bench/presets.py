@@ -37,10 +37,9 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, machine, stage_means  # noqa: E402
+from _common import describe, final_retrieval_columns, machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
-from preqrag.evaluation import evaluate_retrieval  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 from preqrag.pipeline import Pipeline  # noqa: E402
 
@@ -108,13 +107,8 @@ def main(argv=None) -> int:
                 else:
                     failures += 1
         wall = time.perf_counter() - t0
-        m = evaluate_retrieval(traces, questions, stages=["final"])
-        block = m["metrics"]["final"]["breakdown"]["all"]["all"]
-        single, multi = block["single"], block["multi"]
         row = {"name": name, "label": label, "n_questions": len(questions),
-               "single_hit@1": single.get("hit@1"), "single_hit@10": single.get("hit@10"),
-               "single_mrr@10": single.get("mrr@10"), "multi_recall@10": multi.get("recall@10"),
-               "multi_all@10": multi.get("all@10"),
+               **final_retrieval_columns(traces, questions),
                "seconds_per_question": round(wall / len(questions), 4),
                "seconds_per_question_by_stage": stage_means([t.seconds for t in traces]),
                "fallbacks": sum(bool(t.fallbacks) for t in traces), "failures": failures,
