@@ -35,6 +35,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -133,7 +134,7 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=16)
     ap.add_argument("--max-queue", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=3600.0, help="per request, client and server side")
-    ap.add_argument("-o", "--workdir", default="/tmp/serve_load")
+    ap.add_argument("-o", "--workdir", default=str(Path(tempfile.gettempdir()) / "preqrag-serve-load"))
     ap.add_argument("--out", default="docs/bench/serve.json")
     args = ap.parse_args(argv)
 

@@ -14,10 +14,10 @@ import gzip
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from .records import Question
 
@@ -168,23 +168,32 @@ def iter_corpus(path: str | Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
         yield doc_id, text, obj
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temp file in the same directory and ``os.replace``."""
+def atomic_write(path: str | Path, write: Callable[[BinaryIO], None]) -> None:
+    """Write a file atomically: ``write(fh)`` fills a temp file in the same directory (binary
+    mode), which is flushed, fsynced and renamed over ``path`` (``os.replace``); on any error
+    the temp file is removed and ``path`` is untouched. The file gets normal permissions
+    (``0666 & ~umask``; ``mkstemp`` creates ``0600``)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         umask = os.umask(0)
         os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file normal permissions
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        os.chmod(tmp, 0o666 & ~umask)
+        with os.fdopen(fd, "wb") as fh:
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_write`)."""
+    data = text.encode("utf-8")
+    atomic_write(path, lambda fh: fh.write(data))
 
 
 def append_jsonl(path: str | Path, records: list[dict]) -> None:

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -156,18 +154,11 @@ def assign_topics(index) -> TopicAssignment:
 
 
 def _save(path: Path, a: TopicAssignment) -> None:
-    """Write ``a`` to ``path`` atomically (temp file in the same directory + ``os.replace``)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".npz", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, labels=a.labels, names=np.asarray(a.names), method=np.asarray(a.method),
-                     embedder=np.asarray(a.embedder))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``a`` to ``path`` atomically (:func:`preqrag.io.atomic_write`)."""
+    from ..io import atomic_write
+
+    atomic_write(path, lambda fh: np.savez(fh, labels=a.labels, names=np.asarray(a.names),
+                                           method=np.asarray(a.method), embedder=np.asarray(a.embedder)))
 
 
 def _read(path: Path) -> TopicAssignment:
