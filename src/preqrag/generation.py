@@ -145,6 +145,8 @@ class Generated(NamedTuple):
     citations: list[tuple[str, list[int]]] | None = None
     removed_citations: int = 0
     fallbacks: tuple[str, ...] = ()
+    details: dict | None = None
+    """A generator's own record of how it built the answer (GINGER: nuggets, clusters, fluency)."""
 
 
 class LLMGenerator:

@@ -36,7 +36,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..config import GeneratorConfig, GingerConfig
-from ..generation import CHAT_TEMPLATE_MARGIN
+from ..generation import CHAT_TEMPLATE_MARGIN, Generated
 from ..stages import LLM, LLMError
 from ._text import cap_tokens, content_words, llm_window, split_sentences, token_counter
 from .clustering import cluster_nuggets, embed_texts
@@ -65,20 +65,12 @@ FLUENCY_MAX_RATIO = 1.5
 _PREFIX = re.compile(r"^\s*(?:summary|response|rephrased response|answer)\s*:\s*", re.I)
 
 
-class GingerGenerated(NamedTuple):
-    """A :class:`preqrag.generation.Generated` (same first six fields) plus GINGER's record:
-    ``fallbacks`` (every LLM output rejected or failed and what was used instead, each
-    prefixed ``generate:``; the pipeline appends them to ``Trace.fallbacks``) and
-    ``details`` (``nuggets``: [{passage (1-based), text, cluster}], ``clusters``: the ranked
-    clusters [{passages, text}], ``fluency``: whether the rephrasing was kept)."""
-
-    final_prompt: str
-    answer: str | LLMError
-    truncations: list[str]
-    citations: list[tuple[str, list[int]]] | None = None
-    removed_citations: int = 0
-    fallbacks: tuple[str, ...] = ()
-    details: dict | None = None
+GingerGenerated = Generated
+"""GINGER's answers are :class:`preqrag.generation.Generated`: ``fallbacks`` holds every LLM
+output rejected or failed and what was used instead (prefixed ``generate:``; the pipeline
+appends them to ``Trace.fallbacks``) and ``details`` holds ``nuggets`` ([{passage (1-based),
+text, cluster}]), ``clusters`` (the ranked clusters [{passages, text}]) and ``fluency``
+(whether the rephrasing was kept)."""
 
 
 def _messages(system: str, user: str) -> list[dict]:
