@@ -1,7 +1,8 @@
 """Reading questions and corpora, writing results safely.
 
-* Questions: JSONL, one ``{"id", "question", ...}`` per line. A bad line yields an
-  :class:`InputError` naming file, line and field, and the other lines are still read.
+* Questions: JSONL, one ``{"id", "question", ...}`` per line, or a TREC RAG topics file
+  (``qid<TAB>query`` TSV, ragnarok request JSONL, TREC RAG 2025 topics JSONL). A bad line
+  yields an :class:`InputError` naming file, line and field, and the other lines are still read.
 * Corpora: JSONL / JSONL.gz (``{"id", "text", ...}``) or Parquet with FineWeb's columns.
 * Writes: :func:`atomic_write_text` (temp file + ``os.replace``) and
   :func:`append_jsonl` (one ``write`` + flush + fsync per record, so a crash leaves at
@@ -38,20 +39,38 @@ class InputError:
 def read_questions(path: str | Path) -> tuple[list[Question], list[InputError]]:
     """Read a question file, keeping every valid line.
 
+    Four formats, told apart by extension and content:
+
+    * LiveRAG / DataMorgana JSONL(.gz): objects with ``id`` (str or int) and a non-empty
+      ``question``; other fields go to ``Question.extra``.
+    * TREC RAG topics TSV (``.tsv``/``.txt``, or a first line that is not JSON and holds a
+      tab): ``qid<TAB>query`` per line, exactly two fields, as the TREC RAG 2024 topics files
+      and ragnarok's checker read them (castorini/ragnarok
+      ``src/ragnarok/scripts/rag24_validation.py``, ``load_topics``). Errors name the fields
+      ``qid`` and ``query``.
+    * ragnarok request JSONL (castorini/ragnarok ``src/ragnarok/data.py``, ``Request``):
+      ``{"query": {"qid", "text"}, "candidates": [...]}``; ``query.qid`` is the id,
+      ``query.text`` the question, ``candidates`` (and any other field) go to ``extra``.
+      Errors name ``query``, ``query.qid`` or ``query.text``.
+    * TREC RAG 2025 topics JSONL: ``{"id", "narrative"}`` (the track's
+      ``trec_rag_2025_queries.jsonl``; ``title`` is read when ``narrative`` is absent, as
+      ragnarok's 2025 validator does); the narrative is the question.
+
     Args:
-        path: JSONL(.gz); each line an object with ``id`` (str or int) and a non-empty
-            ``question``; other fields go to ``Question.extra``.
+        path: the file.
 
     Returns:
         ``(questions, errors)``: the valid questions in file order, and one InputError per
-        rejected line (not UTF-8, invalid JSON, not an object, missing/empty ``id`` or
-        ``question``, duplicate ``id``). Blank lines are skipped; a leading UTF-8 BOM is
-        ignored.
+        rejected line (not UTF-8, invalid JSON, not an object, missing/empty id or
+        question, duplicate id, a TSV line without exactly two fields). Blank lines are
+        skipped; a leading UTF-8 BOM is ignored.
 
     Raises:
         FileNotFoundError: the file does not exist.
     """
     path = Path(path)
+    if is_topics_tsv(path):
+        return _read_topics_tsv(path)
     questions: list[Question] = []
     errors: list[InputError] = []
     seen: set[str] = set()
@@ -62,20 +81,79 @@ def read_questions(path: str | Path) -> tuple[list[Question], list[InputError]]:
         if not isinstance(obj, dict):
             errors.append(InputError(str(path), lineno, "<line>", "not a JSON object"))
             continue
-        qid = obj.get("id")
+        if "question" not in obj and "query" in obj:  # ragnarok request
+            query = obj["query"]
+            if not isinstance(query, dict):
+                errors.append(InputError(str(path), lineno, "query",
+                                         "not an object {\"qid\", \"text\"} (ragnarok request format)"))
+                continue
+            id_field, text_field, qid, text = "query.qid", "query.text", query.get("qid"), query.get("text")
+            extra = {k: v for k, v in obj.items() if k != "query"}
+        else:
+            text_field = "question"
+            if "question" not in obj:  # TREC RAG 2025 topic
+                text_field = "narrative" if "narrative" in obj or "title" not in obj else "title"
+            id_field, qid, text = "id", obj.get("id"), obj.get(text_field)
+            extra = {k: v for k, v in obj.items() if k not in ("id", text_field)}
         if qid is None or isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
-            errors.append(InputError(str(path), lineno, "id", "missing or not a string/integer"))
+            errors.append(InputError(str(path), lineno, id_field, "missing or not a string/integer"))
             continue
-        text = obj.get("question")
         if not isinstance(text, str) or not text.strip():
-            errors.append(InputError(str(path), lineno, "question", "missing or empty"))
+            errors.append(InputError(str(path), lineno, text_field, "missing or empty"))
             continue
         if str(qid) in seen:
-            errors.append(InputError(str(path), lineno, "id", f"duplicate id {qid!r}"))
+            errors.append(InputError(str(path), lineno, id_field, f"duplicate id {qid!r}"))
             continue
         seen.add(str(qid))
-        extra = {k: v for k, v in obj.items() if k not in ("id", "question")}
         questions.append(Question(id=qid, question=text.strip(), extra=extra))
+    return questions, errors
+
+
+def is_topics_tsv(path: str | Path) -> bool:
+    """Whether ``path`` is a ``qid<TAB>query`` topics file: extension ``.tsv``/``.txt``
+    (also gzipped), or a first non-blank line that does not start with ``{`` and holds a tab."""
+    path = Path(path)
+    suffixes = [s.lower() for s in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    if suffixes and suffixes[-1] in (".tsv", ".txt"):
+        return True
+    for _, line, bad in _lines(path):
+        if bad is not None:
+            return False
+        if line.strip():
+            return not line.lstrip().startswith("{") and "\t" in line
+    return False
+
+
+def _read_topics_tsv(path: Path) -> tuple[list[Question], list[InputError]]:
+    """``qid<TAB>query`` lines → questions (see :func:`read_questions`)."""
+    questions: list[Question] = []
+    errors: list[InputError] = []
+    seen: set[str] = set()
+    for lineno, line, bad in _lines(path):
+        if bad is not None:
+            errors.append(InputError(str(path), lineno, "<line>", bad))
+            continue
+        if not line.strip():
+            continue
+        fields = line.rstrip("\r\n").split("\t")
+        if len(fields) != 2:
+            errors.append(InputError(str(path), lineno, "<line>",
+                                     f"expected 2 tab-separated fields (qid, query), found {len(fields)}"))
+            continue
+        qid, text = fields[0].strip(), fields[1].strip()
+        if not qid:
+            errors.append(InputError(str(path), lineno, "qid", "empty"))
+            continue
+        if not text:
+            errors.append(InputError(str(path), lineno, "query", "empty"))
+            continue
+        if qid in seen:
+            errors.append(InputError(str(path), lineno, "qid", f"duplicate id {qid!r}"))
+            continue
+        seen.add(qid)
+        questions.append(Question(id=qid, question=text))
     return questions, errors
 
 

