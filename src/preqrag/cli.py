@@ -124,30 +124,55 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
         index_dir: Path = typer.Option(..., "--index", help="Index built by `preqrag index`."),
         output: Path = typer.Option(..., "--output", "-o", help="LiveRAG answers JSONL (resumed if present)."),
         config: Optional[Path] = ConfigOpt,
-        limit: Optional[int] = typer.Option(None, help="Answer only the first N questions.")):
+        limit: Optional[int] = typer.Option(None, help="Answer only the first N questions."),
+        deadline: Optional[str] = typer.Option(None, "--deadline", help=(
+            "Answer every question before this: a duration from now (2h, 30m, 600s, 1h30m) or an ISO "
+            "timestamp with a time zone (2026-11-22T10:00:00Z). Degrades per batch when behind "
+            "(\\[deadline] levels). Kept in <output>.deadline.json: a restarted run keeps it; another "
+            "value overrides it; 'none' drops it."))):
     """Answer a question file; re-running resumes and retries failed questions."""
+    from datetime import datetime, timezone
+
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from .deadline import resolve_deadline
     from .io import read_questions
     from .runner import run_questions, sidecar
 
+    now = datetime.now(timezone.utc)  # a duration counts from the command's start, model loading included
     cfg = _config(config)
     qs, bad = read_questions(questions)
     if not qs:
         err.print(f"[red]error:[/red] {questions} holds no questions"
                   + (f" ({len(bad)} bad lines, first: {bad[0]})" if bad else " (it is empty)"))
         raise typer.Exit(2)
+    try:
+        due, note = resolve_deadline(output, deadline, now)
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    if note:
+        err.print(note)
+    if due is not None and due.at <= datetime.now(timezone.utc):
+        err.print(f"[yellow]the deadline {due.at.isoformat(timespec='seconds')} has passed:[/yellow] "
+                  "every remaining question is answered extractively (no LLM)")
     pipeline = _pipeline(index_dir, cfg)
     with Progress(TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err) as bar:
         task = bar.add_task("answering", total=None)
-        summary = run_questions(pipeline, questions, output, limit=limit,
+        summary = run_questions(pipeline, questions, output, limit=limit, deadline=due,
                                 on_progress=lambda d, t: bar.update(task, completed=d, total=t))
     for e in summary.input_errors:
         err.print(f"[yellow]skipped input line[/yellow] {e}")
     err.print(f"{summary.answered} answered, {summary.failed} failed, {summary.skipped} already answered, "
               f"{len(summary.input_errors)} bad input lines -> {output}"
               + (f" (failures: {sidecar(output, 'failed')})" if summary.failed or summary.input_errors else ""))
+    if summary.deadline is not None:
+        d = summary.deadline
+        per_level = ", ".join(f"{name} {summary.levels.get(str(i), 0)}" for i, name in enumerate(d["level_names"]))
+        err.print(f"deadline {d['deadline']}: {'met' if d['finished_before_deadline'] else 'MISSED'} "
+                  f"({d['seconds_left']:.0f} s left); questions per level: {per_level}; "
+                  f"{d['fallbacks']} extractive after an LLM timeout or failure")
     if summary.failed:
         raise typer.Exit(1)
 

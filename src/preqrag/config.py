@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class _Section(BaseModel):
@@ -285,6 +285,65 @@ class RunConfig(_Section):
         "null = no caching (llm.cache_dir, if set, still caches LLM calls)."))
 
 
+DEADLINE_LEVELS: tuple[str, ...] = ("full", "no-rewrite", "shallow-rerank", "short-context", "extractive")
+"""Degradation steps of a run with a deadline (``preqrag run --deadline``), in their only
+valid order. Level ``i`` of ``[deadline] levels`` applies every step of levels ``1..i``
+(they are cumulative): ``no-rewrite`` (rewriter ``none``: the raw question, no LLM before
+generation; an LLM classifier is replaced by the published rules), ``shallow-rerank``
+(``reranker.depth`` cut to ``[deadline] rerank_depth``), ``short-context``
+(``generator.context_top_k`` and ``max_new_tokens`` cut to ``[deadline]``'s), ``extractive``
+(no LLM call at all: the top passage's sentences closest to the question)."""
+
+
+class DeadlineConfig(_Section):
+    """How ``preqrag run --deadline`` trades quality for time (see :mod:`preqrag.deadline`).
+
+    Unused without ``--deadline``."""
+
+    levels: list[str] = Field(list(DEADLINE_LEVELS), description=(
+        "Degradation levels, least degraded first; level i applies the steps of levels 1..i. "
+        "Must start with 'full' and end with 'extractive' (the level that needs no LLM, so every "
+        "question can be answered in time), in the order of " + ", ".join(DEADLINE_LEVELS) + "; "
+        "steps may be left out."))
+    rerank_depth: int = Field(10, ge=1, description=(
+        "shallow-rerank: candidates reranked per sub-query (capped at reranker.depth)."))
+    context_top_k: int = Field(1, ge=1, description=(
+        "short-context: passages in the prompt (capped at generator.context_top_k)."))
+    max_new_tokens: int = Field(64, ge=1, description=(
+        "short-context: answer tokens (capped at generator.max_new_tokens)."))
+    extractive_sentences: int = Field(2, ge=1, description=(
+        "extractive: sentences of the top passage in the answer (those sharing the most content "
+        "words with the question, in passage order)."))
+    pace_smoothing: float = Field(0.3, gt=0, le=1, description=(
+        "Weight of the newest batch in the per-level pace (seconds per question, an exponentially "
+        "weighted moving average); 1 = the last batch only."))
+    safety: float = Field(0.9, gt=0, le=1, description=(
+        "Plan the remaining questions to take at most this share of the time left."))
+    recover_margin: float = Field(0.75, gt=0, le=1, description=(
+        "Hysteresis: go back to a less degraded level only when its estimated time for the rest "
+        "is at most this share of the planned time (so that levels do not flap batch by batch)."))
+    reserve_s: float = Field(2.0, ge=0, description=(
+        "Seconds kept free before the deadline for writing the run's files."))
+    extractive_prior_s: float = Field(0.5, gt=0, description=(
+        "Seconds per question assumed for the extractive level (retrieval and reranking) until a "
+        "batch has measured it; it decides how much time must stay free for answering the rest "
+        "without an LLM."))
+
+    @field_validator("levels")
+    @classmethod
+    def _check_levels(cls, levels: list[str]) -> list[str]:
+        unknown = [x for x in levels if x not in DEADLINE_LEVELS]
+        if unknown:
+            raise ValueError(f"unknown level(s) {unknown}; valid: {', '.join(DEADLINE_LEVELS)}")
+        if len(set(levels)) != len(levels):
+            raise ValueError("a level is named twice")
+        if levels != sorted(levels, key=DEADLINE_LEVELS.index):
+            raise ValueError(f"levels must keep the order {', '.join(DEADLINE_LEVELS)}")
+        if len(levels) < 2 or levels[0] != "full" or levels[-1] != "extractive":
+            raise ValueError("levels must start with 'full' and end with 'extractive'")
+        return levels
+
+
 class PipelineConfig(_Section):
     """The whole configuration; one table per stage.
 
@@ -311,6 +370,7 @@ class PipelineConfig(_Section):
     mmr: MMRConfig = MMRConfig()
     cir: CIRConfig = CIRConfig()
     run: RunConfig = RunConfig()
+    deadline: DeadlineConfig = DeadlineConfig()
 
 
 class ConfigError(ValueError):

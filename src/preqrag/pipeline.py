@@ -139,6 +139,47 @@ class Pipeline:
                    load_fusion(cfg.fusion), load_rerank_chain(ctx),
                    build(GENERATORS, "generator.name", cfg.generator.name, ctx), llm)
 
+    def derive(self, overrides: dict, *, generator: Generator | None = None) -> "Pipeline":
+        """A pipeline with some settings changed that shares this one's loaded models.
+
+        The index (retrievers, embedder), the LLM, the fusion and the rerankers' models are
+        shared; a component whose configuration table changed is rebuilt from the new
+        configuration (builders load no weights), a cross-encoder step is re-made with the new
+        ``reranker.depth`` around the same loaded cross-encoder. Used by
+        :mod:`preqrag.deadline` for its degradation levels.
+
+        Args:
+            overrides: nested settings (``{"reranker": {"depth": 10}}``) merged over ``self.cfg``.
+            generator: a generator to use instead of the configured one (e.g. the extractive
+                answerer, which needs no LLM).
+
+        Raises:
+            pydantic.ValidationError: an override is not a valid setting.
+            ValueError: an override names an unknown component.
+        """
+        from .classifiers import load_classifier
+
+        data = self.cfg.model_dump()
+        for section, values in overrides.items():
+            if isinstance(values, dict):
+                data.setdefault(section, {}).update(values)
+            else:
+                data[section] = values
+        cfg = PipelineConfig.model_validate(data)
+        ctx = Context(cfg, self.index, self.llm)
+        classifier = (self.classifier if cfg.classifier == self.cfg.classifier
+                      else load_classifier(cfg, self.llm))
+        planning = {"rewriter", "dota", "ginger"}  # the tables rewriters read
+        rewriter = (self.rewriter if cfg.model_dump(include=planning) == self.cfg.model_dump(include=planning)
+                    else build(REWRITERS, "rewriter.name", cfg.rewriter.name, ctx))
+        chain = [CrossEncoderStep(s.reranker, cfg.reranker.depth)
+                 if isinstance(s, CrossEncoderStep) and s.depth != cfg.reranker.depth else s
+                 for s in self.rerank_chain]
+        if generator is None:
+            generator = (self.generator if cfg.generator == self.cfg.generator
+                         else build(GENERATORS, "generator.name", cfg.generator.name, ctx))
+        return type(self)(self.index, cfg, classifier, rewriter, self.fusion, chain, generator, self.llm)
+
     @property
     def reranker(self):
         """The cross-encoder of the rerank chain, or None (kept for callers of the old API)."""

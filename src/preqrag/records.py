@@ -152,6 +152,8 @@ class Trace(BaseModel):
         citations: per answer sentence, the passages it cites (generators that cite);
             ``None`` for generators that do not.
         removed_citations: citations to passages that were not in the context, removed.
+        degradation_level: the ``[deadline] levels`` index the question was answered at
+            (``preqrag run --deadline``; 0 = the full pipeline, also for runs without a deadline).
     """
 
     id: str | int
@@ -165,6 +167,9 @@ class Trace(BaseModel):
         "What was cut to fit a model's window, e.g. 'generate: question: 200740 -> 960 tokens'."))
     citations: list[Citation] | None = None
     removed_citations: int = 0
+    degradation_level: int = Field(0, ge=0, description=(
+        "Index in [deadline] levels of what answered this question (0: the full pipeline; see "
+        "preqrag.deadline); a question whose LLM call ran out of time records the extractive level."))
 
 
 class LiveRAGPassage(BaseModel):

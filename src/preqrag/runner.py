@@ -7,7 +7,10 @@ Files written for ``-o answers.jsonl``:
 * ``answers.failed.jsonl`` — failures of the last run (bad input lines and questions whose
   processing failed), rewritten atomically at the end of each run;
 * ``answers.run.json`` — counts and timings of the last run (wall seconds, seconds inside
-  model inference by kind, see :mod:`preqrag.timing`), rewritten atomically at the end.
+  model inference by kind, see :mod:`preqrag.timing`; questions per degradation level and the
+  deadline, see :mod:`preqrag.deadline`), rewritten atomically at the end;
+* ``answers.deadline.json`` — the absolute deadline of a run with ``--deadline``
+  (:func:`preqrag.deadline.resolve_deadline`), kept for restarts.
 
 Re-running the same command resumes: ids already in ``answers.jsonl`` are skipped, failed
 ones are retried. A run killed at any point leaves at most one torn last line, which the
@@ -23,12 +26,16 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .io import (InputError, append_jsonl, atomic_write_text, read_jsonl_tolerant, read_questions, sidecar,
                  stats_path)
 from .pipeline import Outcome, Pipeline
 from .records import Failure, Question
 from .timing import model_busy_seconds, model_calls, model_seconds
+
+if TYPE_CHECKING:
+    from .deadline import Deadline
 
 
 @dataclass
@@ -44,6 +51,12 @@ class RunSummary:
     model_seconds: dict[str, float] = field(default_factory=dict)
     model_calls: dict[str, int] = field(default_factory=dict)
     model_busy_seconds: float | None = None
+    levels: dict[str, int] = field(default_factory=dict)
+    """Questions answered per degradation level (``"0"``: the full pipeline)."""
+    deadline: dict | None = None
+    """With a deadline: its record (:meth:`preqrag.deadline.Deadline.to_dict`), ``level_names``,
+    ``finished_before_deadline``, ``seconds_left`` and ``fallbacks`` (answers made extractive
+    after an LLM call ran out of time or failed)."""
 
     def to_dict(self) -> dict:
         """JSON-ready form (input errors as strings); adds ``model_seconds_total`` and
@@ -56,6 +69,7 @@ class RunSummary:
                 "wall_seconds": round(self.wall_seconds, 3),
                 "model_seconds": {k: round(v, 3) for k, v in self.model_seconds.items()},
                 "model_calls": self.model_calls, "model_seconds_total": round(total, 3),
+                "degradation_levels": self.levels, "deadline": self.deadline,
                 "non_model_overhead_fraction": (round(1 - total / self.wall_seconds, 4)
                                                 if self.wall_seconds > 0 else None)}
 
@@ -90,9 +104,23 @@ def _answered_batches(pipeline: Pipeline, batches: list[list[Question]]) -> Iter
             yield done, pipeline.generate(prepared)
 
 
+def _deadline_batches(batches: list[list[Question]], runner) -> Iterator[tuple[int, list[Outcome]]]:
+    """As :func:`_answered_batches`, each batch at the level ``runner``
+    (:class:`preqrag.deadline.DeadlineRunner`) chooses for it (no overlap: the level of a
+    batch depends on the pace of the one before)."""
+    left = sum(len(b) for b in batches)
+    done = 0
+    for b in batches:
+        outcomes = runner.answer(b, left)
+        left -= len(b)
+        done += len(b)
+        yield done, outcomes
+
+
 def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | Path, *,
                   limit: int | None = None,
-                  on_progress: Callable[[int, int], None] | None = None) -> RunSummary:
+                  on_progress: Callable[[int, int], None] | None = None,
+                  deadline: "Deadline | None" = None) -> RunSummary:
     """Answer every question of ``questions_path`` not yet in ``output``.
 
     Args:
@@ -101,6 +129,10 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
         output: the LiveRAG answer file (created or resumed).
         limit: answer at most this many questions of the file (in file order).
         on_progress: called with ``(done, todo)`` after each batch.
+        deadline: answer every question before it (:mod:`preqrag.deadline`: degradation
+            levels chosen per batch from the measured pace, extractive answers when the LLM
+            cannot make it); ``None``: every question at the full pipeline. Its levels are
+            ``pipeline.cfg.deadline``.
 
     Returns:
         RunSummary (also written to :func:`stats_path`). Bad input lines are in
@@ -122,13 +154,23 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
     failures: list[Failure] = []
     bs = pipeline.cfg.run.batch_size
     batches = [todo[start:start + bs] for start in range(0, len(todo), bs)]
-    for done_count, outcomes in _answered_batches(pipeline, batches):
+    runner = None
+    if deadline is not None:
+        from .deadline import DeadlineRunner
+
+        runner = DeadlineRunner(pipeline, deadline.at.timestamp())
+        answered_batches = _deadline_batches(batches, runner)
+    else:
+        answered_batches = _answered_batches(pipeline, batches)
+    levels: list[int] = []
+    for done_count, outcomes in answered_batches:
         traces = [o.trace.model_dump(mode="json") for o in outcomes if o.trace is not None and o.answer is not None]
         append_jsonl(sidecar(output, "traces"), traces)  # traces first: an answer never lacks its trace
         append_jsonl(output, [o.answer.model_dump(mode="json") for o in outcomes if o.answer is not None])
         for o in outcomes:
             if o.failure is not None:
                 failures.append(o.failure)
+        levels += [o.trace.degradation_level for o in outcomes if o.answer is not None and o.trace is not None]
         summary.answered += sum(o.answer is not None for o in outcomes)
         summary.failed += sum(o.failure is not None for o in outcomes)
         if on_progress:
@@ -141,6 +183,14 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
     summary.model_seconds = {k: v - ms0.get(k, 0.0) for k, v in model_seconds().items()}
     summary.model_calls = {k: v - mc0.get(k, 0) for k, v in model_calls().items()}
     summary.model_busy_seconds = model_busy_seconds() - busy0
+    from .deadline import level_counts
+
+    summary.levels = level_counts(levels, pipeline.cfg.deadline.levels)
+    if deadline is not None:
+        left = deadline.at.timestamp() - time.time()
+        summary.deadline = {**deadline.to_dict(), "level_names": list(pipeline.cfg.deadline.levels),
+                            "finished_before_deadline": left >= 0, "seconds_left": round(left, 3),
+                            "fallbacks": runner.fallbacks if runner is not None else 0}
     stats = {"started": started, "questions_file": str(questions_path), **summary.to_dict()}
     atomic_write_text(stats_path(output), json.dumps(stats, indent=2) + "\n")
     return summary

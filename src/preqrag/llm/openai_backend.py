@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import os
+import random
 import threading
+import time
+from datetime import datetime, timezone
 
 from ..config import LLMConfig
 from ..stages import LLMError
@@ -40,13 +44,106 @@ class _LoopThread:
             self.loop.close()
 
 
+def retry_after_seconds(headers, now: datetime | None = None) -> float | None:
+    """Seconds a server asks the client to wait, from ``Retry-After`` (RFC 9110 §10.2.3: delay
+    seconds or an HTTP date) or ``retry-after-ms`` (OpenAI's), or None when absent or unreadable.
+
+    Args:
+        headers: a mapping of response headers (case-insensitive, as httpx's).
+        now: the current time for an HTTP date (default: now, UTC).
+    """
+    if headers is None:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            return max(0.0, float(ms) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        at = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=timezone.utc)
+    return max(0.0, (at - (now or datetime.now(timezone.utc))).total_seconds())
+
+
+class AdaptiveConcurrency:
+    """AIMD limit on requests in flight: additive increase, multiplicative decrease.
+
+    The limit starts at ``maximum`` (``llm.concurrency``); :meth:`congested` halves it (at least
+    1) — a 429, a timeout, or a success slower than ``slow_s`` (half the request timeout: the
+    next ones risk timing out); :meth:`succeeded` adds 1 up to ``maximum``. Thread-safe; the
+    counters (``rate_limited``, ``timeouts``, ``slow``, ``retries``, ``lowest``) are reported by
+    :meth:`OpenAICompatibleLLM.stats`.
+    """
+
+    def __init__(self, maximum: int, slow_s: float):
+        self.maximum = maximum
+        self.slow_s = slow_s
+        self._limit = float(maximum)
+        self._lock = threading.Lock()
+        self.rate_limited = self.timeouts = self.slow = self.retries = 0
+        self.lowest = maximum
+
+    @property
+    def limit(self) -> int:
+        """Requests allowed in flight now (1 .. maximum)."""
+        return max(1, int(self._limit))
+
+    def succeeded(self, latency_s: float) -> None:
+        if latency_s > self.slow_s:
+            with self._lock:
+                self.slow += 1
+            self.congested()
+            return
+        with self._lock:
+            self._limit = min(float(self.maximum), self._limit + 1.0)
+
+    def congested(self) -> None:
+        with self._lock:
+            self._limit = max(1.0, self._limit / 2.0)
+            self.lowest = min(self.lowest, self.limit)
+
+
+class _Gate:
+    """Requests in flight on one event loop, at most ``limiter.limit`` at a time."""
+
+    def __init__(self, limiter: AdaptiveConcurrency):
+        self.limiter = limiter
+        self.in_flight = 0
+        self.cond = asyncio.Condition()
+
+    async def __aenter__(self):
+        async with self.cond:
+            await self.cond.wait_for(lambda: self.in_flight < self.limiter.limit)
+            self.in_flight += 1
+
+    async def __aexit__(self, *exc):
+        async with self.cond:
+            self.in_flight -= 1
+            self.cond.notify_all()
+
+
 class OpenAICompatibleLLM:
     """Chat completions over HTTP with the official ``openai`` client.
 
-    ``chat_many`` keeps up to ``cfg.concurrency`` requests in flight (asyncio). Each request
-    has a ``cfg.timeout_s`` timeout and is retried up to ``cfg.max_retries`` times with
-    exponential backoff on 408/409/429/5xx and connection errors (the openai client's own
-    retry logic). The API key is read from the environment variable ``cfg.api_key_env``
+    ``chat_many`` keeps up to ``cfg.concurrency`` requests in flight (asyncio), fewer while the
+    server struggles (:class:`AdaptiveConcurrency`: halved on 429, timeouts and slow replies,
+    +1 per good reply). Each request has a ``cfg.timeout_s`` timeout and is retried up to
+    ``cfg.max_retries`` times on 408/409/429/5xx, connection errors and timeouts: after the
+    server's ``Retry-After`` when it sends one (:func:`retry_after_seconds`), else exponential
+    backoff (0.5 s × 2^attempt, at most 8 s, jittered). With a call deadline
+    (:meth:`set_call_deadline`, set by ``preqrag run --deadline``) no request runs or waits past
+    it. The API key is read from the environment variable ``cfg.api_key_env``
     (a placeholder is sent when unset, as local servers ignore it).
 
     The synchronous methods run on one private event loop in a background thread (started on
@@ -66,6 +163,22 @@ class OpenAICompatibleLLM:
         self._lock = threading.Lock()
         self._runner: _LoopThread | None = None
         self._clients: dict[asyncio.AbstractEventLoop, object] = {}
+        self._gates: dict[asyncio.AbstractEventLoop, _Gate] = {}
+        self.limiter = AdaptiveConcurrency(cfg.concurrency, slow_s=cfg.timeout_s / 2)
+        self.call_deadline: float | None = None
+
+    def set_call_deadline(self, at: float | None) -> None:
+        """No request runs or waits for a retry past ``at`` (seconds since the epoch; None: no
+        deadline): its timeout is cut to the time left, and a call with no time left fails at
+        once with an LLMError."""
+        self.call_deadline = at
+
+    def stats(self) -> dict:
+        """Adaptive-concurrency counters: ``concurrency`` now, ``lowest`` reached, ``rate_limited``
+        (429s), ``timeouts``, ``slow`` replies, ``retries``."""
+        lim = self.limiter
+        return {"concurrency": lim.limit, "lowest": lim.lowest, "rate_limited": lim.rate_limited,
+                "timeouts": lim.timeouts, "slow": lim.slow, "retries": lim.retries}
 
     @property
     def context_window(self) -> int:
@@ -80,7 +193,7 @@ class OpenAICompatibleLLM:
             raise ImportError('the openai backend needs: pip install "openai"') from e
         return openai.AsyncOpenAI(base_url=self.cfg.base_url,
                                   api_key=os.environ.get(self.cfg.api_key_env) or "sk-no-key",
-                                  timeout=self.cfg.timeout_s, max_retries=self.cfg.max_retries)
+                                  timeout=self.cfg.timeout_s, max_retries=0)  # retries: _one
 
     def _client(self):
         """The client of the running event loop (created on first use; a client's connection
@@ -89,10 +202,19 @@ class OpenAICompatibleLLM:
         with self._lock:
             for dead in [lp for lp in self._clients if lp.is_closed()]:
                 del self._clients[dead]  # its loop is gone; so are its connections
+                self._gates.pop(dead, None)
             client = self._clients.get(loop)
             if client is None:
                 client = self._clients[loop] = self._new_client()
             return client
+
+    def _gate(self) -> _Gate:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            gate = self._gates.get(loop)
+            if gate is None:
+                gate = self._gates[loop] = _Gate(self.limiter)
+            return gate
 
     def _loop(self) -> _LoopThread:
         with self._lock:
@@ -100,28 +222,66 @@ class OpenAICompatibleLLM:
                 self._runner = _LoopThread(f"preqrag-openai-{id(self):x}")
             return self._runner
 
-    async def _one(self, client, sem: asyncio.Semaphore, messages, max_tokens, temperature) -> str:
+    async def _one(self, client, gate: _Gate, messages, max_tokens, temperature) -> str:
         import openai
 
-        async with sem:
-            try:
-                resp = await client.chat.completions.create(
-                    model=self.cfg.model, messages=messages, max_tokens=max_tokens,
-                    temperature=temperature, seed=0)
-            except openai.OpenAIError as e:
-                raise LLMError(f"openai backend ({self.cfg.base_url}): {type(e).__name__}: {e}") from e
+        where = f"openai backend ({self.cfg.base_url})"
+        lim = self.limiter
+        attempt = 0
+        while True:
+            timeout = self.cfg.timeout_s
+            if self.call_deadline is not None:
+                timeout = min(timeout, self.call_deadline - time.time())
+                if timeout <= 0:
+                    raise LLMError(f"{where}: call deadline reached")
+            wait: float | None = None
+            async with gate:
+                t = time.monotonic()
+                try:
+                    resp = await client.chat.completions.create(
+                        model=self.cfg.model, messages=messages, max_tokens=max_tokens,
+                        temperature=temperature, seed=0, timeout=timeout)
+                except openai.APITimeoutError as e:
+                    lim.timeouts += 1
+                    lim.congested()
+                    err = e
+                except openai.APIConnectionError as e:
+                    err = e
+                except openai.APIStatusError as e:
+                    err = e
+                    if e.status_code == 429:
+                        lim.rate_limited += 1
+                        lim.congested()
+                    elif not (e.status_code in (408, 409) or e.status_code >= 500):
+                        raise LLMError(f"{where}: {type(e).__name__}: {e}") from e
+                    wait = retry_after_seconds(e.response.headers)
+                except openai.OpenAIError as e:
+                    raise LLMError(f"{where}: {type(e).__name__}: {e}") from e
+                else:
+                    lim.succeeded(time.monotonic() - t)
+                    break
+            if attempt >= self.cfg.max_retries:
+                raise LLMError(f"{where}: {type(err).__name__}: {err}") from err
+            if wait is None:
+                wait = min(8.0, 0.5 * 2 ** attempt) * random.uniform(0.75, 1.0)
+            if self.call_deadline is not None and time.time() + wait >= self.call_deadline:
+                raise LLMError(f"{where}: {type(err).__name__}: {err} (no retry: the call deadline comes "
+                               f"before the {wait:.1f} s wait ends)") from err
+            attempt += 1
+            lim.retries += 1
+            await asyncio.sleep(wait)
         if not resp.choices:
-            raise LLMError(f"openai backend ({self.cfg.base_url}): empty choices")
+            raise LLMError(f"{where}: empty choices")
         return resp.choices[0].message.content or ""
 
     async def achat_many(self, requests: list[list[dict]], *, max_tokens: int,
                          temperature: float = 0.0) -> list[str | LLMError]:
         """Async form of :meth:`chat_many`, on the caller's event loop (with that loop's client)."""
         client = self._client()
-        sem = asyncio.Semaphore(self.cfg.concurrency)
+        gate = self._gate()
         with model_time("llm"):  # wall time with requests in flight
             out = await asyncio.gather(
-                *(self._one(client, sem, m, max_tokens, temperature) for m in requests),
+                *(self._one(client, gate, m, max_tokens, temperature) for m in requests),
                 return_exceptions=True)
         results: list[str | LLMError] = []
         for r in out:
@@ -151,6 +311,7 @@ class OpenAICompatibleLLM:
         with self._lock:
             runner, self._runner = self._runner, None
             clients, self._clients = self._clients, {}
+            self._gates = {}
         if runner is not None:
             client = clients.get(runner.loop)
             if client is not None and runner.loop.is_running():

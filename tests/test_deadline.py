@@ -1,0 +1,413 @@
+"""`preqrag run --deadline`: planning with a fake clock, the deadline record, the extractive level,
+the OpenAI backend's Retry-After / adaptive concurrency, and for real: a local llama.cpp server
+behind a delaying proxy makes the full pipeline too slow for the budget, yet every question is
+answered before the deadline."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from datetime import datetime, timedelta, timezone
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlparse
+
+import pytest
+
+from conftest import TEST_OVERRIDES, config_toml
+from preqrag.config import ConfigError, LLMConfig, load_config
+from preqrag.ginger._text import split_sentences
+from preqrag.deadline import (DeadlineController, ExtractiveGenerator, deadline_path, level_overrides,
+                              level_pipelines, parse_deadline, resolve_deadline)
+from preqrag.llm.openai_backend import OpenAICompatibleLLM, retry_after_seconds
+from preqrag.records import LiveRAGAnswer
+from preqrag.stages import LLMError
+
+NOW = datetime(2026, 11, 22, 8, 0, 0, tzinfo=timezone.utc)
+
+
+def _lines(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
+
+
+# ---------------------------------------------------------------------------------- the deadline itself
+@pytest.mark.parametrize("spec, seconds", [("2h", 7200), ("30m", 1800), ("600s", 600), ("1h30m", 5400),
+                                           ("90", 90), ("0.5h", 1800)])
+def test_durations(spec, seconds):
+    assert parse_deadline(spec, NOW) == NOW + timedelta(seconds=seconds)
+
+
+def test_timestamps_and_errors():
+    assert parse_deadline("2026-11-22T10:00:00Z", NOW) == datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
+    assert parse_deadline("2026-11-22T12:00:00+02:00", NOW) == datetime(2026, 11, 22, 10, tzinfo=timezone.utc)
+    with pytest.raises(ValueError, match="time zone"):
+        parse_deadline("2026-11-22T10:00:00", NOW)
+    with pytest.raises(ValueError, match="expected a duration"):
+        parse_deadline("tomorrow", NOW)
+    with pytest.raises(ValueError, match="positive"):
+        parse_deadline("0s", NOW)
+
+
+def test_deadline_record_kept_on_restart_overridden_and_dropped(tmp_path):
+    out = tmp_path / "answers.jsonl"
+    assert resolve_deadline(out, None, NOW) == (None, None)
+    first, note = resolve_deadline(out, "2h", NOW)
+    assert first.at == NOW + timedelta(hours=2) and "recorded" in note
+    assert deadline_path(out) == tmp_path / "answers.deadline.json" and deadline_path(out).exists()
+    later = NOW + timedelta(minutes=50)
+    for spec in (None, "2h"):  # a restart, with or without the same --deadline, keeps the original
+        kept, note = resolve_deadline(out, spec, later)
+        assert kept.at == first.at and "keeping" in note
+    new, note = resolve_deadline(out, "30m", later)
+    assert new.at == later + timedelta(minutes=30) and "overrides" in note
+    assert resolve_deadline(out, None, later)[0].at == new.at
+    none, note = resolve_deadline(out, "none", later)
+    assert none is None and "dropped" in note and not deadline_path(out).exists()
+    deadline_path(out).write_text("{not json")
+    with pytest.raises(ValueError, match="answers.deadline.json"):
+        resolve_deadline(out, None, later)
+
+
+def test_levels_config_is_validated():
+    cfg = load_config(None, {"deadline": {"levels": ["full", "short-context", "extractive"]}})
+    assert cfg.deadline.levels == ["full", "short-context", "extractive"]
+    for bad, msg in ((["full", "fast", "extractive"], "unknown level"),
+                     (["full", "short-context", "no-rewrite", "extractive"], "order"),
+                     (["full", "no-rewrite"], "end with 'extractive'"),
+                     (["no-rewrite", "extractive"], "start with 'full'")):
+        with pytest.raises(ConfigError, match=msg):
+            load_config(None, {"deadline": {"levels": bad}})
+
+
+# ---------------------------------------------------------------------------------- planning, fake clock
+class FakeClock:
+    def __init__(self, t: float = 0.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _controller(deadline_s: float = 100.0):
+    cfg = load_config(None, {"reranker": {"depth": 30}, "generator": {"max_new_tokens": 200},
+                             "deadline": {"reserve_s": 2.0, "safety": 0.9, "recover_margin": 0.75,
+                                          "rerank_depth": 10, "max_new_tokens": 64, "extractive_prior_s": 0.5}})
+    clock = FakeClock()
+    return DeadlineController(deadline_s, cfg, clock), clock
+
+
+# a measured full-pipeline batch: seconds per question by stage
+FULL = {"rewrite": 1.0, "sparse": 0.02, "dense": 0.03, "rerank": 0.3, "generate": 1.0, "other": 0.05}
+
+
+def test_controller_starts_full_then_degrades_when_behind():
+    ctl, clock = _controller()
+    assert ctl.choose(remaining=100) == 0  # nothing measured: try the full pipeline
+    assert ctl.cutoff(remaining=100) == pytest.approx(100 - 2 - 0.5 * 100)  # time kept to answer all extractively
+    ctl.record(0, FULL)
+    clock.t = 2.4
+    # 2.4 s/q full; without rewriting 1.4; + rerank depth 10/30: 1.2; + 64/200 of the generation: 0.52
+    assert ctl.estimate(0) == pytest.approx(2.4)
+    assert ctl.estimate(1) == pytest.approx(1.4)
+    assert ctl.estimate(2) == pytest.approx(1.2)
+    assert ctl.estimate(3) == pytest.approx(0.52)
+    assert ctl.estimate(4) == pytest.approx(0.5)  # derived 0.2, but never below the prior until measured
+    assert ctl.choose(remaining=99) == 3  # 0.9 * 95.6 s fit 99 x 0.52 s, not 99 x 1.2 s
+    ctl.record(3, {"sparse": 0.02, "dense": 0.03, "rerank": 0.1, "generate": 0.9, "other": 0.05})  # slower than planned
+    clock.t = 60.0
+    assert ctl.choose(remaining=60) == 4  # 60 x 1.1 s > 0.9 * 38 s: extractive
+    ctl.record(4, {"sparse": 0.02, "dense": 0.03, "rerank": 0.1, "other": 0.05})
+    assert ctl.estimate(4) == pytest.approx(0.2)  # measured now
+    clock.t = 97.9
+    assert ctl.choose(remaining=1) == 4 and ctl.cutoff(remaining=1) < clock.t + 0.01  # no time for an LLM
+
+
+def test_controller_recovers_when_caught_up_with_hysteresis():
+    ctl, clock = _controller()
+    ctl.choose(100)
+    ctl.record(0, FULL)
+    assert ctl.choose(100) == 3
+    ctl.record(3, {"rerank": 0.1, "generate": 0.32, "other": 0.1})
+    clock.t = 10.0
+    # 8 questions left, 88 s: the full pipeline fits again (8 x 2.4 = 19.2 <= 0.75 x 0.9 x 88)
+    assert ctl.choose(8) == 0
+    # 30 left: 30 x 2.4 = 72 fits 0.9 x 88 = 79.2 but not the recovery margin from level 3 ...
+    ctl.level = 3
+    assert ctl.choose(30) == 1  # ... so it recovers only as far as level 1 (30 x 1.4 = 42 <= 59.4)
+    assert ctl.choose(30) == 1  # from level 1, going back to 0 still needs the margin: 72 > 0.75 x 79.2
+    ctl.level = 0
+    assert ctl.choose(30) == 0  # staying at level 0 needs no margin
+
+
+def test_controller_pace_is_a_moving_average():
+    ctl, _ = _controller()
+    ctl.record(0, {"generate": 1.0})
+    ctl.record(0, {"generate": 2.0})
+    assert ctl.estimate(0) == pytest.approx(0.3 * 2.0 + 0.7 * 1.0)
+
+
+# ---------------------------------------------------------------------------------- levels
+def test_level_overrides_are_cumulative():
+    cfg = load_config(None, {"classifier": {"name": "llm"}})
+    assert level_overrides(cfg, 0) == {}
+    assert level_overrides(cfg, 1) == {"rewriter": {"name": "none"}, "classifier": {"name": "rules"}}
+    assert level_overrides(cfg, 2)["reranker"] == {"depth": 10}
+    three = level_overrides(cfg, 3)
+    assert three["generator"] == {"context_top_k": 1, "max_new_tokens": 64} and three["reranker"] == {"depth": 10}
+    assert level_overrides(cfg, 4)["generator"]["context_top_k"] == 1
+    short = load_config(None, {"deadline": {"levels": ["full", "extractive"]}})
+    assert level_overrides(short, 1) == {"rewriter": {"name": "none"}, "generator": {"context_top_k": 1}}
+
+
+def test_extractive_answer_takes_the_top_passage_sentences_closest_to_the_question():
+    gen = ExtractiveGenerator(n_sentences=2, max_words=300)
+    passage = ("Coral reefs cover less than one percent of the ocean floor. The weather was fine that day. "
+               "Reefs support about a quarter of all marine species. Tourists like boats.")
+    (g,) = gen.generate(["How many marine species do coral reefs support?"], [[passage, "another passage"]])
+    assert g.answer == ("Coral reefs cover less than one percent of the ocean floor. "
+                        "Reefs support about a quarter of all marine species.")
+    assert "no LLM call" in g.final_prompt and g.truncations == []
+    assert gen.answer("anything", "no sentence boundary here") == "no sentence boundary here"
+
+
+def test_level_pipelines_share_the_loaded_models(small_index, test_config):
+    from preqrag.pipeline import Pipeline
+
+    base = Pipeline.from_config(small_index, test_config)
+    levels = level_pipelines(base)
+    assert len(levels) == 5 and levels[0] is base
+    assert all(p.index is base.index and p.llm is base.llm and p.classifier is base.classifier for p in levels)
+    assert levels[1].rewriter.name != base.rewriter.name and levels[1].generator is base.generator
+    assert levels[1].reranker is base.reranker  # same cross-encoder object ...
+    assert levels[2].reranker is base.reranker and levels[2].rerank_chain[0].depth == min(8, 10)  # ... any depth
+    assert levels[3].cfg.generator.context_top_k == 1 and levels[3].cfg.generator.max_new_tokens == 48
+    assert isinstance(levels[4].generator, ExtractiveGenerator)
+
+
+def test_deadline_already_passed_answers_everything_extractively(tmp_path, small_index, small_corpus, test_config):
+    """No time for any LLM: every question still gets a schema-valid answer, with no LLM call."""
+    from preqrag.deadline import Deadline
+    from preqrag.pipeline import Pipeline
+    from preqrag.runner import run_questions, sidecar, stats_path
+    from preqrag.timing import model_calls
+
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in small_corpus[2]) + "{bad line\n")
+    out = tmp_path / "answers.jsonl"
+    now = datetime.now(timezone.utc)
+    due = Deadline(now - timedelta(seconds=1), "1s", now - timedelta(seconds=2))
+    llm_calls = model_calls().get("llm", 0)
+    summary = run_questions(Pipeline.from_config(small_index, test_config), qfile, out, deadline=due)
+    assert model_calls().get("llm", 0) == llm_calls
+    assert (summary.answered, summary.failed, len(summary.input_errors)) == (len(small_corpus[2]), 0, 1)
+    answers = _lines(out)
+    assert sorted(str(a["id"]) for a in answers) == sorted(str(q["id"]) for q in small_corpus[2])
+    for a in answers:  # schema-valid; the answer is sentences of the one passage given
+        LiveRAGAnswer.model_validate(a)
+        assert a["answer"].strip() and len(a["passages"]) == 1
+        assert all(s in a["passages"][0]["passage"] for s in split_sentences(a["answer"]))
+    assert {t["degradation_level"] for t in _lines(sidecar(out, "traces"))} == {4}
+    stats = json.loads(stats_path(out).read_text())
+    assert stats["degradation_levels"] == {"0": 0, "1": 0, "2": 0, "3": 0, "4": len(answers)}
+    assert stats["deadline"]["spec"] == "1s" and stats["deadline"]["finished_before_deadline"] is False
+
+
+# ---------------------------------------------------------------------------------- OpenAI backend
+class _RateLimited(BaseHTTPRequestHandler):
+    """A chat-completions endpoint answering 429 with ``Retry-After`` to the first ``limited``
+    requests, then echoing; records the time of each request."""
+
+    limited = 2
+    retry_after = "1"
+    seen: list = []
+    lock = threading.Lock()
+
+    def do_POST(self):  # noqa: N802
+        n = int(self.headers.get("Content-Length", 0))
+        req = json.loads(self.rfile.read(n))
+        with self.lock:
+            type(self).seen.append(time.monotonic())
+            limited = len(self.seen) <= self.limited
+        if limited:
+            body = json.dumps({"error": {"message": "slow down", "type": "rate_limit"}}).encode()
+            self.send_response(429)
+            self.send_header("Retry-After", self.retry_after)
+        else:
+            body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": req["model"],
+                               "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                   "role": "assistant", "content": "ok " + req["messages"][-1]["content"]}}],
+                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+            self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_retry_after_header_forms():
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after_seconds({"retry-after": "Sun, 22 Nov 2026 08:00:05 GMT"}, now=NOW) == 5.0
+    assert retry_after_seconds({"retry-after": "soon"}) is None and retry_after_seconds({}) is None
+
+
+def test_openai_backend_honours_retry_after_and_halves_concurrency():
+    handler = type("H", (_RateLimited,), {"seen": [], "limited": 2, "retry_after": "1"})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"http://127.0.0.1:{httpd.server_port}/v1",
+                                        model="fake", concurrency=4, max_retries=3, timeout_s=10))
+    try:
+        replies = llm.chat_many([[{"role": "user", "content": f"q{i}"}] for i in range(2)], max_tokens=4)
+        stats = llm.stats()
+    finally:
+        llm.close()
+        httpd.shutdown()
+    assert replies == ["ok q0", "ok q1"]
+    assert stats["rate_limited"] == 2 and stats["retries"] == 2 and stats["lowest"] == 1  # 4 -> 2 -> 1
+    assert stats["concurrency"] == 3  # +1 per success after that
+    first_429, retried = min(handler.seen[:2]), min(handler.seen[2:])
+    assert retried - first_429 >= 1.0  # waited as long as the server asked
+
+
+class _Slow(BaseHTTPRequestHandler):
+    def do_POST(self):  # noqa: N802
+        time.sleep(3)
+        self.send_response(500)
+        self.end_headers()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_call_deadline_stops_waiting_for_the_llm():
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"http://127.0.0.1:{httpd.server_port}/v1",
+                                        model="fake", max_retries=5, timeout_s=30))
+    try:
+        llm.set_call_deadline(time.time() + 1.0)
+        with pytest.raises(LLMError, match="Timeout"):
+            llm.chat([{"role": "user", "content": "hi"}], max_tokens=4)
+        llm.set_call_deadline(time.time() - 1)
+        with pytest.raises(LLMError, match="call deadline reached"):
+            llm.chat([{"role": "user", "content": "hi"}], max_tokens=4)
+        assert llm.stats()["retries"] == 0  # no retry could end before the call deadline
+    finally:
+        llm.close()
+        httpd.shutdown()
+
+
+# ---------------------------------------------------------------------------------- for real
+class DelayProxy:
+    """A TCP proxy on 127.0.0.1 in front of ``target_port`` that holds every request ``delay_s``
+    seconds before passing it on (a slow, overloaded LLM server). A burst of bytes after more
+    than 50 ms of silence from the client counts as a new request."""
+
+    def __init__(self, target_port: int, delay_s: float):
+        self.target_port = target_port
+        self.delay_s = delay_s
+        self.requests = 0
+        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(64)
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            threading.Thread(target=self._pipe, args=(conn, upstream, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, conn, False), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, delay: bool) -> None:
+        last = 0.0
+        try:
+            while data := src.recv(65536):
+                if delay and time.monotonic() - last > 0.05:
+                    self.requests += 1
+                    time.sleep(self.delay_s)
+                last = time.monotonic()
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._closed = True
+        self._sock.close()
+
+
+DELAY_S = 10.0
+"""Seconds the proxy holds each LLM request. The full pipeline makes at least 2 LLM calls per question
+(a rewrite and the answer), 2 at a time: 6 questions need at least 6 x 2 x 10 / 2 = 60 s, twice the budget."""
+
+BUDGET = "30s"
+
+
+def test_deadline_met_through_a_slow_llm_server_then_a_run_without_deadline_is_unaffected(
+        tmp_path, llama_server, small_index, small_corpus):
+    proxy = DelayProxy(urlparse(llama_server).port, DELAY_S)
+    questions = small_corpus[2]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    llm = {"backend": "openai", "model": "smollm2", "concurrency": 2, "max_retries": 1, "timeout_s": 60}
+    slow_cfg = tmp_path / "slow.toml"
+    slow_cfg.write_text(config_toml({**TEST_OVERRIDES, "llm": {**llm, "base_url": f"{proxy.url}/v1"}}))
+    out = tmp_path / "answers.jsonl"
+    try:
+        t0 = datetime.now(timezone.utc)
+        r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qfile), "--index", str(small_index),
+                            "-o", str(out), "--config", str(slow_cfg), "--deadline", BUDGET],
+                           capture_output=True, text=True, timeout=300)
+        ended = datetime.now(timezone.utc)
+    finally:
+        proxy.close()
+    assert r.returncode == 0, r.stderr
+    record = json.loads(deadline_path(out).read_text())
+    due = datetime.fromisoformat(record["deadline"])
+    assert t0 < due <= t0 + timedelta(seconds=31)
+    assert ended <= due + timedelta(seconds=3), f"ended {ended}, deadline {due}:\n{r.stderr}"
+    answers = _lines(out)
+    assert sorted(str(a["id"]) for a in answers) == sorted(str(q["id"]) for q in questions)
+    for a in answers:
+        LiveRAGAnswer.model_validate(a)
+    levels = [t["degradation_level"] for t in _lines(out.with_name("answers.traces.jsonl"))]
+    assert len(levels) == len(questions) and max(levels) > 0
+    stats = json.loads(out.with_name("answers.run.json").read_text())
+    assert stats["deadline"]["deadline"] == record["deadline"] and stats["deadline"]["finished_before_deadline"]
+    assert sum(stats["degradation_levels"].values()) == len(questions)
+    assert sum(n for lv, n in stats["degradation_levels"].items() if lv != "0") > 0
+    assert "deadline" in r.stderr and "questions per level" in r.stderr
+
+    # a later run without a deadline, on a fresh output, straight to the server: the full pipeline
+    direct_cfg = tmp_path / "direct.toml"
+    direct_cfg.write_text(config_toml({**TEST_OVERRIDES, "llm": {**llm, "base_url": f"{llama_server}/v1"}}))
+    fresh = tmp_path / "fresh" / "answers.jsonl"
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qfile), "--index", str(small_index),
+                        "-o", str(fresh), "--config", str(direct_cfg), "--limit", "3"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert len(_lines(fresh)) == 3 and not deadline_path(fresh).exists()
+    assert [t["degradation_level"] for t in _lines(fresh.with_name("answers.traces.jsonl"))] == [0, 0, 0]
+    assert all(not any(f.startswith("deadline:") for f in t["fallbacks"])
+               for t in _lines(fresh.with_name("answers.traces.jsonl")))
+    stats = json.loads(fresh.with_name("answers.run.json").read_text())
+    assert stats["deadline"] is None and stats["degradation_levels"]["0"] == 3
