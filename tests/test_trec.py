@@ -210,6 +210,14 @@ def test_export_validate_round_trip(smoke_run, tmp_path):
                 assert rec["metadata"] == {"team_id": "preqrag-team", "run_id": "smoke-run", "type": "automatic",
                                            "narrative_id": str(ans["id"]), "narrative": ans["question"],
                                            "prompt": ans["final_prompt"]}
+    # references as document ids (the track's segment ids when each segment is a document)
+    run = tmp_path / "docs.jsonl"
+    assert _cli("export", "--format", "trec-rag24", answers, "-o", run, "--run-id", "r", "--ids", "document"
+                ).returncode == 0
+    assert _cli("validate", run).returncode == 0
+    for rec, ans in zip(_lines(run), _lines(answers)):
+        docs = list(dict.fromkeys(d for p in ans["passages"] for d in p["doc_IDs"]))
+        assert rec["references"] == docs
     # 2025 needs a team id
     r = _cli("export", "--format", "trec-rag25", answers, "-o", tmp_path / "x.jsonl", "--run-id", "r")
     assert r.returncode == 2 and "--team-id" in r.stderr

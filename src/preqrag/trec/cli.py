@@ -30,6 +30,9 @@ def register(app) -> None:
                                                          help="metadata.team_id (required for trec-rag25)."),
                    run_type: str = typer.Option("automatic", "--type", help="metadata.type for trec-rag25: "
                                                 "automatic or manual."),
+                   ids: str = typer.Option("passage", "--ids", help=(
+                       "references as 'passage' ids (<doc id>#<n>) or 'document' ids (use 'document' with the "
+                       "MS MARCO V2.1 segmented collection indexed one segment per document).")),
                    config: Optional[Path] = typer.Option(None, "--config", "-c", help=(
                        "preqrag.toml: its [reranker] is the cross-encoder that attributes citations.")),
                    threshold: Optional[float] = typer.Option(None, "--threshold", help=(
@@ -52,7 +55,7 @@ def register(app) -> None:
             raise typer.Exit(2)
         thr = DEFAULT_THRESHOLD if threshold is None else threshold
         try:
-            summary = export_run(answers, output, fmt, run_id, team_id=team_id, run_type=run_type,
+            summary = export_run(answers, output, fmt, run_id, team_id=team_id, run_type=run_type, ids=ids,
                                  attributor=lambda: load_attributor(cfg.reranker, threshold=thr))
         except ExportError as e:
             for p in e.problems:

@@ -3,7 +3,9 @@
 For each line of ``answers.jsonl`` the trace in ``answers.traces.jsonl``
 (:func:`preqrag.io.sidecar`) gives the ids of the context passages, in prompt order
 (``Trace.context_ids``, aligned with the answer's ``passages``); they become the answer's
-``references``. The answer's sentences and their citations:
+``references`` (``ids="document"``: their documents' ids instead, which are the track's
+segment ids when the MS MARCO V2.1 segmented collection is indexed one segment per
+document). The answer's sentences and their citations:
 
 * generators that cite (CIR, GINGER: ``Trace.citations``) keep their own sentences and
   citations;
@@ -136,8 +138,25 @@ def read_run(answers: str | Path) -> tuple[list[tuple[int, LiveRAGAnswer, Trace]
     return out, problems
 
 
+def _as_documents(context_ids: list[str], sentences: list[tuple[str, list[int]]]
+                  ) -> tuple[list[str], list[tuple[str, list[int]]]]:
+    """References as document ids: each context passage ``<doc id>#<n>`` → ``<doc id>``
+    (first occurrence order), citations mapped and de-duplicated."""
+    docs: list[str] = []
+    where: dict[str, int] = {}
+    of_passage = []
+    for pid in context_ids:
+        doc = pid.rsplit("#", 1)[0]
+        if doc not in where:
+            where[doc] = len(docs)
+            docs.append(doc)
+        of_passage.append(where[doc])
+    return docs, [(t, list(dict.fromkeys(of_passage[c] for c in cs))) for t, cs in sentences]
+
+
 def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *, team_id: str | None = None,
-               run_type: str = "automatic", attributor: Callable[[], object] | None = None) -> ExportSummary:
+               run_type: str = "automatic", ids: str = "passage",
+               attributor: Callable[[], object] | None = None) -> ExportSummary:
     """Write a TREC RAG run from a LiveRAG answer file (see the module docstring).
 
     Args:
@@ -148,6 +167,10 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
         run_id: the run's id (``run_id``; ``metadata.run_id`` in 2025).
         team_id: ``metadata.team_id`` (required for ``trec-rag25``).
         run_type: ``metadata.type`` for 2025: ``automatic`` (default) or ``manual``.
+        ids: what ``references`` hold: ``passage`` (default; the indexed passages,
+            ``<doc id>#<n>``) or ``document`` (their documents' ids: with the track's MS MARCO
+            V2.1 *segmented* collection indexed one segment per document, these are the
+            segment ids the track expects).
         attributor: returns a :class:`preqrag.citations.Attributor`; called once, only when
             some answer's generator did not cite (default:
             :func:`preqrag.citations.load_attributor`).
@@ -166,6 +189,8 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
         raise ValueError("the run id must not be empty")
     if fmt == "trec-rag25" and not team_id:
         raise ValueError("trec-rag25 needs a team id (metadata.team_id): give --team-id")
+    if ids not in ("passage", "document"):
+        raise ValueError(f"ids must be 'passage' or 'document', not {ids!r}")
     if run_type not in ("automatic", "manual"):
         raise ValueError(f"run type must be 'automatic' or 'manual', not {run_type!r}")
     rows, problems = read_run(answers)
@@ -202,8 +227,12 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
     for ans, trace, sents, texts in plans:
         if sents is None:
             sents = list(zip(texts, next(it)))
-        refs, sents = _fit_references(list(trace.context_ids), sents, REFERENCE_LIMIT[fmt])
-        summary.dropped_references += len(trace.context_ids) - len(refs)
+        refs = list(trace.context_ids)
+        if ids == "document":
+            refs, sents = _as_documents(refs, sents)
+        n_refs = len(refs)
+        refs, sents = _fit_references(refs, sents, REFERENCE_LIMIT[fmt])
+        summary.dropped_references += n_refs - len(refs)
         sents, cut = _fit_words(sents, RESPONSE_LIMIT)
         summary.cut_sentences += cut
         answer = [{"text": t, "citations": cs} for t, cs in sents]
