@@ -3,9 +3,14 @@
 Usage (from the repository root; ~15 min on 2 CPU cores, most of it ``preqrag run``)::
 
     preqrag index --corpus ../shared/liverag-bench/smoke_corpus.jsonl.gz --index /tmp/trec_smoke_idx
-    preqrag run --index /tmp/trec_smoke_idx ../shared/liverag-bench/smoke.jsonl -o /tmp/trec_smoke_run/answers.jsonl
+    printf 'pipeline = "hybrid"\n' > /tmp/hybrid.toml
+    preqrag run --index /tmp/trec_smoke_idx ../shared/liverag-bench/smoke.jsonl -o /tmp/trec_smoke_run/answers.jsonl \
+        --config /tmp/hybrid.toml
     PYTHONPATH=src python bench/citations.py --index /tmp/trec_smoke_idx \
-        --answers /tmp/trec_smoke_run/answers.jsonl
+        --answers /tmp/trec_smoke_run/answers.jsonl --run-config /tmp/hybrid.toml
+
+(``hybrid``: the default models without LLM rewriting, so the run costs one LLM call per
+question; any preset's answers can be measured, ``--run-config`` only records which.)
 
 How citations are scored. An answer's citations point at passages; a passage belongs to one
 document (``<doc id>#<n>``). Per answer, with C = the set of passages it cites and G = its
@@ -30,7 +35,7 @@ Steps:
    (``generator.context_top_k = 10``: more non-gold candidates than the default 3). The
    threshold with the best F1 over the grid -6.0 .. 8.0 (step 0.5) is chosen.
 2. **measure** on the 60 smoke questions, with the chosen threshold:
-   * the system's answers (``--answers``, from ``preqrag run``), exported with
+   * the system's answers (``--answers``, from ``preqrag run`` with ``--run-config``), exported with
      ``preqrag export --format trec-rag24`` (the real command, in a subprocess) and read back
      from the run file;
    * the smoke *reference* answers attributed to the same contexts (attribution alone,
@@ -225,7 +230,7 @@ def markdown(res: dict) -> str:
         "", f"Chosen: threshold {cal['best']['threshold']} (best F1), shipped as "
         "`preqrag.citations.DEFAULT_THRESHOLD`.", "",
         "## 2. Smoke questions", "",
-        f"{m['questions']} smoke questions answered by `preqrag run` (default preset, context of "
+        f"{m['questions']} smoke questions answered by `preqrag run` (preset `{m['preset']}`, context of "
         f"{m['context_top_k']} passages; context recall {m['context_recall']}), exported with "
         f"`preqrag export --format trec-rag24` at threshold {res['threshold']} "
         f"({m['export_seconds']} s; `preqrag validate` exit code {m['validate_exit_code']}).", "",
@@ -256,22 +261,41 @@ def markdown(res: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--index", type=Path, required=True, help="Smoke index (preqrag index on smoke_corpus).")
-    ap.add_argument("--answers", type=Path, required=True, help="preqrag run answers on smoke.jsonl.")
+    ap.add_argument("--answers", type=Path, help="preqrag run answers on smoke.jsonl (not for --step calibrate).")
+    ap.add_argument("--run-config", type=Path, help="The --config the answers were made with (recorded).")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "citations")
+    ap.add_argument("--step", choices=["all", "calibrate", "measure"], default="all", help=(
+        "calibrate only (writes the JSON without the smoke figures), measure only (reuses the calibration "
+        "in the JSON), or both."))
     args = ap.parse_args(argv)
     attributor = load_attributor()
-    cal = calibrate(args.index, attributor)
+    if args.step == "measure":
+        cal = json.loads(args.out.with_suffix(".json").read_text())["calibration"]
+    else:
+        cal = calibrate(args.index, attributor)
     chosen = cal["best"]["threshold"]
     if chosen != DEFAULT_THRESHOLD:
         log(f"NOTE: calibrated threshold {chosen} != preqrag.citations.DEFAULT_THRESHOLD {DEFAULT_THRESHOLD}; "
             "measuring with the calibrated one (update DEFAULT_THRESHOLD)")
+    if args.step == "calibrate":
+        atomic_write_text(args.out.with_suffix(".json"), json.dumps({"calibration": cal}, indent=2) + "\n")
+        log(f"calibrated: threshold {chosen} (F1 {cal['best']['f1']}); wrote {args.out}.json")
+        return 0
     m = measure(args.answers, Attributor(attributor.scorer, threshold=chosen), chosen)
+    preset = "preqrag"
+    if args.run_config is not None:
+        from preqrag.config import load_config
+
+        preset = load_config(args.run_config).pipeline
+    m["preset"] = preset
+    cfg_arg = f" --config {args.run_config}" if args.run_config else ""
     res = {"date": dt.date.today().isoformat(), "machine": machine(), "threshold": chosen,
            "default_threshold": DEFAULT_THRESHOLD, "max_per_sentence": attributor.max_per_sentence,
            "commands": {"setup": [
                f"preqrag index --corpus ../shared/liverag-bench/smoke_corpus.jsonl.gz --index {args.index}",
-               f"preqrag run --index {args.index} ../shared/liverag-bench/smoke.jsonl -o {args.answers}"],
-               "bench": f"PYTHONPATH=src python bench/citations.py --index {args.index} --answers {args.answers}"},
+               f"preqrag run --index {args.index} ../shared/liverag-bench/smoke.jsonl -o {args.answers}{cfg_arg}"],
+               "bench": f"PYTHONPATH=src python bench/citations.py --index {args.index} --answers {args.answers}"
+                        + (f" --run-config {args.run_config}" if args.run_config else "")},
            "calibration": cal, "measure": m}
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(res, indent=2) + "\n")
     atomic_write_text(args.out.with_suffix(".md"), markdown(res))

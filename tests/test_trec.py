@@ -238,12 +238,16 @@ def test_export_keeps_a_citing_generators_citations(smoke_run, tmp_path):
                        Citation(sentence="Second, citing nothing.", passage_ids=[])]
     (tmp_path / "answers.traces.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in traces))
 
-    class Refuse:  # the attributor must not be asked about the cited answer
+    asked = []
+
+    class FirstPassage:  # stands in for the cross-encoder: every sentence cites passage 0
         def attribute_many(self, items):
+            asked.extend(items)
             return [[[0] for _ in sents] for sents, _ in items]
 
-    summary = export_run(work, tmp_path / "run.jsonl", "trec-rag24", "r", attributor=Refuse)
+    summary = export_run(work, tmp_path / "run.jsonl", "trec-rag24", "r", attributor=FirstPassage)
     assert summary.generator_cited == 1 and summary.attributed == 3
+    assert len(asked) == 3  # the cited answer was not attributed
     rec = _lines(tmp_path / "run.jsonl")[0]
     assert rec["answer"] == [{"text": "First cited sentence.", "citations": [len(ctx) - 1, 0]},
                              {"text": "Second, citing nothing.", "citations": []}]
