@@ -31,8 +31,9 @@ Steps:
    questions disjoint from the ones measured: the dev questions (``dev.jsonl``, not in
    ``smoke.jsonl``) whose gold documents are all in the smoke corpus and are no smoke
    question's gold document; their *reference* answers are split into sentences and
-   attributed to the top-10 passages the ``hybrid`` preset retrieves from the smoke index
-   (``generator.context_top_k = 10``: more non-gold candidates than the default 3). The
+   attributed to the top-6 passages the ``hybrid`` preset retrieves from the smoke index
+   (``generator.context_top_k = 6``: more non-gold candidates than the default 3;
+   ``reranker.depth = 12``). The
    threshold with the best F1 over the grid -6.0 .. 8.0 (step 0.5) is chosen.
 2. **measure** on the 60 smoke questions, with the chosen threshold:
    * the system's answers (``--answers``, from ``preqrag run`` with ``--run-config``), exported with
@@ -69,6 +70,10 @@ from preqrag.io import atomic_write_text  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT.parent / "shared" / "liverag-bench"
 GRID = [round(x, 1) for x in np.arange(-6.0, 8.01, 0.5)]
+CAL_CONTEXT = 6
+"""Calibration context: the top 6 passages (the default preset gives the LLM 3)."""
+CAL_DEPTH = 12
+"""Calibration rerank depth (default 30; fewer cross-encoder calls on a shared 2-core machine)."""
 
 
 def log(msg: str) -> None:
@@ -129,7 +134,8 @@ def calibrate(index: Path, attributor: Attributor) -> dict:
 
     qs = calibration_questions()
     log(f"calibration: {len(qs)} dev questions")
-    cfg = load_config(None, pipeline="hybrid", overrides={"generator": {"context_top_k": 10}})
+    cfg = load_config(None, pipeline="hybrid", overrides={"generator": {"context_top_k": CAL_CONTEXT},
+                                                          "reranker": {"depth": CAL_DEPTH}})
     pipeline = Pipeline.from_config(index, cfg)
     traces = []
     for i in range(0, len(qs), 8):
@@ -147,12 +153,12 @@ def calibrate(index: Path, attributor: Attributor) -> dict:
         cites = [[[t.context_ids[j] for j in row] for row in a.cite(s)] for s, t in zip(scores, traces)]
         rows.append({"threshold": thr, **score_citations([(c, q["gold_doc_ids"]) for c, q in zip(cites, qs)])})
     best = max(rows, key=lambda r: (r["f1"], -abs(r["threshold"])))
-    return {"questions": len(qs), "context_top_k": 10, "pairs": pairs, "seconds_scoring": round(secs, 1),
+    return {"questions": len(qs), "context_top_k": CAL_CONTEXT, "rerank_depth": CAL_DEPTH, "pairs": pairs, "seconds_scoring": round(secs, 1),
             "context_recall": context_recall([t.context_ids for t in traces], [q["gold_doc_ids"] for q in qs]),
             "grid": rows, "best": best}
 
 
-def measure(answers: Path, attributor: Attributor, threshold: float) -> dict:
+def measure(answers: Path, threshold: float, cache_dir: Path) -> dict:
     from preqrag.trec.export import read_run
 
     smoke = {q["id"]: q for q in load_jsonl(BENCH / "smoke.jsonl")}
@@ -165,11 +171,15 @@ def measure(answers: Path, attributor: Attributor, threshold: float) -> dict:
                  "context_top_k": max(len(c) for c in contexts),
                  "context_recall": context_recall(contexts, golds)}
 
-    # the real command: preqrag export, then the run file is read back
+    # the real command: preqrag export, then the run file is read back. Cross-encoder scores are
+    # cached in cache_dir, so the baselines below re-use the export's scores.
+    attributor = load_attributor(threshold=threshold, cache_dir=str(cache_dir))
     with tempfile.TemporaryDirectory() as tmp:
         run = Path(tmp) / "run.jsonl"
+        cfg = Path(tmp) / "cache.toml"
+        cfg.write_text(f'[run]\ncache_dir = "{cache_dir}"\n', encoding="utf-8")
         cmd = [sys.executable, "-m", "preqrag.cli", "export", "--format", "trec-rag24", str(answers), "-o", str(run),
-               "--run-id", "smoke", "--threshold", str(threshold)]
+               "--run-id", "smoke", "--threshold", str(threshold), "--config", str(cfg)]
         t0 = time.perf_counter()
         subprocess.run(cmd, check=True)
         out["export_seconds"] = round(time.perf_counter() - t0, 1)
@@ -268,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         "calibrate only (writes the JSON without the smoke figures), measure only (reuses the calibration "
         "in the JSON), or both."))
     args = ap.parse_args(argv)
-    attributor = load_attributor()
+    attributor = load_attributor()  # max_per_sentence; the calibration's scorer
     if args.step == "measure":
         cal = json.loads(args.out.with_suffix(".json").read_text())["calibration"]
     else:
@@ -281,7 +291,8 @@ def main(argv: list[str] | None = None) -> int:
         atomic_write_text(args.out.with_suffix(".json"), json.dumps({"calibration": cal}, indent=2) + "\n")
         log(f"calibrated: threshold {chosen} (F1 {cal['best']['f1']}); wrote {args.out}.json")
         return 0
-    m = measure(args.answers, Attributor(attributor.scorer, threshold=chosen), chosen)
+    with tempfile.TemporaryDirectory() as cache:
+        m = measure(args.answers, chosen, Path(cache))
     preset = "preqrag"
     if args.run_config is not None:
         from preqrag.config import load_config

@@ -118,7 +118,7 @@ class Attributor:
 
 
 def load_attributor(reranker=None, *, threshold: float = DEFAULT_THRESHOLD,
-                    max_per_sentence: int = MAX_CITATIONS_PER_SENTENCE) -> Attributor:
+                    max_per_sentence: int = MAX_CITATIONS_PER_SENTENCE, cache_dir: str | None = None) -> Attributor:
     """An :class:`Attributor` over the configured cross-encoder.
 
     Args:
@@ -127,6 +127,8 @@ def load_attributor(reranker=None, *, threshold: float = DEFAULT_THRESHOLD,
             ``cross-encoder/ms-marco-MiniLM-L-12-v2``). ``name = "none"`` falls back to the
             bundled default, since attribution needs a cross-encoder.
         threshold, max_per_sentence: see :class:`Attributor`.
+        cache_dir: cache scores by content there (``run.cache_dir``,
+            :class:`preqrag.rerankers.cache.CachedReranker`); ``None``: no cache.
 
     Raises:
         FileNotFoundError: the model's package is not installed (the message names the pip
@@ -138,4 +140,4 @@ def load_attributor(reranker=None, *, threshold: float = DEFAULT_THRESHOLD,
     cfg = reranker if reranker is not None else RerankerConfig()
     if cfg.name.lower() == "none":
         cfg = RerankerConfig()
-    return Attributor(load_reranker(cfg), threshold=threshold, max_per_sentence=max_per_sentence)
+    return Attributor(load_reranker(cfg, cache_dir), threshold=threshold, max_per_sentence=max_per_sentence)

@@ -34,7 +34,8 @@ def register(app) -> None:
                        "references as 'passage' ids (<doc id>#<n>) or 'document' ids (use 'document' with the "
                        "MS MARCO V2.1 segmented collection indexed one segment per document).")),
                    config: Optional[Path] = typer.Option(None, "--config", "-c", help=(
-                       "preqrag.toml: its [reranker] is the cross-encoder that attributes citations.")),
+                       "preqrag.toml: its [reranker] is the cross-encoder that attributes citations; [run] cache_dir "
+                       "caches its scores.")),
                    threshold: Optional[float] = typer.Option(None, "--threshold", help=(
                        "Cross-encoder score for a citation (default: preqrag.citations.DEFAULT_THRESHOLD)."))):
         """Write a TREC RAG 2024/2025 run from a LiveRAG answer file: sentences with citations to
@@ -56,7 +57,8 @@ def register(app) -> None:
         thr = DEFAULT_THRESHOLD if threshold is None else threshold
         try:
             summary = export_run(answers, output, fmt, run_id, team_id=team_id, run_type=run_type, ids=ids,
-                                 attributor=lambda: load_attributor(cfg.reranker, threshold=thr))
+                                 attributor=lambda: load_attributor(cfg.reranker, threshold=thr,
+                                                                    cache_dir=cfg.run.cache_dir))
         except ExportError as e:
             for p in e.problems:
                 err.print(f"[red]error:[/red] {p}")
