@@ -81,7 +81,7 @@ def main(argv=None) -> int:
         overrides.setdefault("run", {})["trace_depth"] = 100
         if args.cache_dir:
             overrides["run"]["cache_dir"] = args.cache_dir
-        cfg = load_config(args.config, overrides)
+        cfg = load_config(args.config, overrides, pipeline="preqrag")  # rows are changes to PreQRAG
         pipeline = Pipeline.from_config(args.index, cfg)
         if not cfg.retrieval.use_sparse or name != "bm25-raw":
             if pipeline.index.dense is None:

@@ -19,8 +19,12 @@ with a capable LLM, and the docs say so.
     python bench/presets.py --index IDX --questions ../shared/liverag-bench/dev.jsonl --sample 100 \\
         --presets preqrag,preqrag-keep,hybrid --cache-dir /work/cache/presets -o docs/bench/presets.json
 
-``--retrieval-only`` skips generation (retrieval columns and seconds only). Rows merge into
-an existing output file by (name, label).
+``--retrieval-only`` skips generation (retrieval columns and seconds only). ``--head N`` keeps
+the first N questions of the fixed-seed sample (a nested subset: answer-level rows on the first
+50 of the sample of 500 see only questions the retrieval rows saw). Besides the presets of
+:mod:`preqrag.presets`, ``--presets`` takes the baselines in :data:`BASELINES` (plain BM25 on
+the raw question), so the ladder's "never worse than BM25" check is in the same file. Rows
+merge into an existing output file by (name, label); each row keeps its own command.
 """
 
 from __future__ import annotations
@@ -64,6 +68,12 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+BASELINES: dict[str, tuple[str | None, dict]] = {
+    "bm25": (None, {"rewriter": {"name": "none"}, "retrieval": {"use_dense": False}, "rerank": {"chain": []}}),
+}
+"""Rows that are not presets: name → (preset it starts from, overrides)."""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--index", required=True)
@@ -74,6 +84,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--retrieval-only", action="store_true")
+    ap.add_argument("--head", type=int, default=None, help="keep the first N questions of the sample")
     ap.add_argument("--label", default=None)
     ap.add_argument("-o", "--out", default="docs/bench/presets.json")
     args = ap.parse_args(argv)
@@ -84,12 +95,15 @@ def main(argv=None) -> int:
     questions, errors = read_questions(args.questions)
     if args.sample and args.sample < len(questions):
         questions = random.Random(0).sample(questions, args.sample)
+    if args.head:
+        questions = questions[:args.head]
     label = args.label or f"{Path(args.index).name} / {Path(args.questions).name} ({len(questions)} q)"
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
     for name in args.presets.split(","):
         overrides = {"run": {"trace_depth": 100, **({"cache_dir": args.cache_dir} if args.cache_dir else {})}}
-        cfg = load_config(args.config, overrides, pipeline=name)
+        preset, extra = BASELINES.get(name, (name, {}))
+        cfg = load_config(args.config, {**extra, **overrides}, pipeline=preset)
         pipeline = Pipeline.from_config(args.index, cfg)
         pipeline.warm_up()
         traces, answers, failures = [], {}, 0
@@ -112,7 +126,8 @@ def main(argv=None) -> int:
                "seconds_per_question": round(wall / len(questions), 4),
                "seconds_per_question_by_stage": stage_means([t.seconds for t in traces]),
                "fallbacks": sum(bool(t.fallbacks) for t in traces), "failures": failures,
-               "config": cfg.model_dump(mode="json")}
+               "config": cfg.model_dump(mode="json"),
+               "command": "python bench/presets.py " + " ".join(argv or sys.argv[1:])}
         if not args.retrieval_only:
             by_id = {str(t.id): t for t in traces}
             ctx_hit, f1, rouge, cited, sentences, removed = [], [], [], 0, 0, 0
@@ -151,13 +166,16 @@ def main(argv=None) -> int:
 def write_markdown(data: dict, path: Path) -> None:
     cols = ["single_hit@1", "single_hit@10", "single_mrr@10", "multi_recall@10", "context_hit",
             "answer_token_f1", "answer_rougeL", "cited_sentence_share", "seconds_per_question"]
-    lines = ["# Preset ladder", "", f"Command: `{data['command']}`", "", f"Machine: {describe(data['machine'])}; "
+    lines = ["# Preset ladder", "", f"Machine: {describe(data['machine'])}; "
              f"{data['date']}.", "", "A 135M LLM writes weak rewrites and answers: answer-level columns say little "
              "about the presets with a capable LLM.", "",
              "| preset | label | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 2)]
     for r in data["rows"]:
         vals = ["" if r.get(c) is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])) for c in cols]
         lines.append(f"| {r['name']} | {r['label']} | " + " | ".join(vals) + " |")
+    lines += ["", "Commands:", ""]
+    for r in data["rows"]:
+        lines.append(f"- {r['name']} ({r['label']}): `{r.get('command', data.get('command'))}`")
     lines += ["", "Seconds per question by stage:", ""]
     for r in data["rows"]:
         lines.append(f"- {r['name']} ({r['label']}): " + ", ".join(f"{k} {v}" for k, v in

@@ -227,17 +227,20 @@ def small_corpus(tmp_path_factory):
     return corpus, qpath, questions
 
 
-TEST_OVERRIDES = {"reranker": {"depth": 8}, "run": {"batch_size": 3}, "generator": {"max_new_tokens": 48},
-                  "rewriter": {"max_new_tokens": 48}}
-"""Test settings: the default models, with less reranking/decoding to keep the suite fast."""
+TEST_OVERRIDES = {"pipeline": "preqrag", "reranker": {"depth": 8}, "run": {"batch_size": 3},
+                  "generator": {"max_new_tokens": 48}, "rewriter": {"max_new_tokens": 48}}
+"""Test settings: the preqrag preset (every stage, LLM rewriting included) with the default models,
+less reranking and decoding to keep the suite fast."""
 
 
 def config_toml(overrides: dict) -> str:
     """A preqrag.toml text from nested overrides (``{"run": {"batch_size": 2}}``)."""
     import json
 
-    out = []
+    out = [f"{k} = {json.dumps(v)}" for k, v in overrides.items() if not isinstance(v, dict)]
     for section, values in overrides.items():
+        if not isinstance(values, dict):
+            continue
         out.append(f"[{section}]")
         out += [f"{k} = {json.dumps(v)}" for k, v in values.items()]
     return "\n".join(out) + "\n"

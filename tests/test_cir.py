@@ -261,7 +261,7 @@ def test_cir_preset_end_to_end_cli(small_index, small_corpus, tmp_path):
     cfg = tmp_path / "cir.toml"
     # a short context keeps the 135M LLM's prompt small (k = 20 passages of 512 tokens take minutes on 2 cores)
     small = {"max_new_tokens": 48, "context_top_k": 4, "max_passage_tokens": 96}
-    cfg.write_text('pipeline = "cir"\n' + config_toml({**TEST_OVERRIDES, "generator": small}), encoding="utf-8")
+    cfg.write_text(config_toml({**TEST_OVERRIDES, "pipeline": "cir", "generator": small}), encoding="utf-8")
     out = tmp_path / "answers.jsonl"
     r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qpath), "--index", str(small_index),
                         "-o", str(out), "--config", str(cfg)], capture_output=True, text=True, timeout=900)

@@ -336,8 +336,8 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
     qpath = tmp_path / "q.jsonl"
     qpath.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
     cfg = tmp_path / "dota.toml"
-    cfg.write_text('pipeline = "dota"\n' + config_toml({
-        **TEST_OVERRIDES, "reranker": {"depth": 20}, "generator": {"max_new_tokens": 48},
+    cfg.write_text(config_toml({
+        **TEST_OVERRIDES, "pipeline": "dota", "reranker": {"depth": 20}, "generator": {"max_new_tokens": 48},
         "dota": {"route_max_new_tokens": 48, "rewrite_max_new_tokens": 48, "context_tokens": 1500}}),
         encoding="utf-8")
     out = tmp_path / "answers.jsonl"
