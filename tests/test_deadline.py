@@ -355,13 +355,14 @@ class DelayProxy:
         self._sock.close()
 
 
-DELAY_S = 10.0
+DELAY_S = 20.0
 """Seconds the proxy holds each LLM request. The full pipeline makes at least 2 LLM calls per question
-(a rewrite and the answer), 2 at a time: 6 questions need at least 6 x 2 x 10 / 2 = 60 s, twice the budget."""
+(a rewrite and the answer), 2 at a time: 6 questions need at least 6 x 2 x 20 / 2 = 120 s, twice the budget."""
 
-BUDGET = "30s"
+BUDGET = "60s"
 
 
+@pytest.mark.slow
 def test_deadline_met_through_a_slow_llm_server_then_a_run_without_deadline_is_unaffected(
         tmp_path, llama_server, small_index, small_corpus):
     proxy = DelayProxy(urlparse(llama_server).port, DELAY_S)
@@ -383,7 +384,7 @@ def test_deadline_met_through_a_slow_llm_server_then_a_run_without_deadline_is_u
     assert r.returncode == 0, r.stderr
     record = json.loads(deadline_path(out).read_text())
     due = datetime.fromisoformat(record["deadline"])
-    assert t0 < due <= t0 + timedelta(seconds=31)
+    assert t0 + timedelta(seconds=59) <= due <= t0 + timedelta(seconds=90)  # from the command's start
     assert ended <= due + timedelta(seconds=3), f"ended {ended}, deadline {due}:\n{r.stderr}"
     answers = _lines(out)
     assert sorted(str(a["id"]) for a in answers) == sorted(str(q["id"]) for q in questions)
@@ -402,12 +403,12 @@ def test_deadline_met_through_a_slow_llm_server_then_a_run_without_deadline_is_u
     direct_cfg.write_text(config_toml({**TEST_OVERRIDES, "llm": {**llm, "base_url": f"{llama_server}/v1"}}))
     fresh = tmp_path / "fresh" / "answers.jsonl"
     r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qfile), "--index", str(small_index),
-                        "-o", str(fresh), "--config", str(direct_cfg), "--limit", "3"],
+                        "-o", str(fresh), "--config", str(direct_cfg), "--limit", "2"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
-    assert len(_lines(fresh)) == 3 and not deadline_path(fresh).exists()
-    assert [t["degradation_level"] for t in _lines(fresh.with_name("answers.traces.jsonl"))] == [0, 0, 0]
+    assert len(_lines(fresh)) == 2 and not deadline_path(fresh).exists()
+    assert [t["degradation_level"] for t in _lines(fresh.with_name("answers.traces.jsonl"))] == [0, 0]
     assert all(not any(f.startswith("deadline:") for f in t["fallbacks"])
                for t in _lines(fresh.with_name("answers.traces.jsonl")))
     stats = json.loads(fresh.with_name("answers.run.json").read_text())
-    assert stats["deadline"] is None and stats["degradation_levels"]["0"] == 3
+    assert stats["deadline"] is None and stats["degradation_levels"]["0"] == 2

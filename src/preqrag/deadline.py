@@ -20,6 +20,9 @@ rate-limited LLM API. A run with a deadline answers every question of the file b
   no generation). Going back to a less degraded level needs its estimate to fit
   ``recover_margin`` × the plan (hysteresis), so levels recover when the run catches up
   without flapping.
+* **Calibration**: the first batch that would use the LLM is first answered extractively, which
+  measures the extractive pace (the level that must stay possible for every remaining
+  question); those answers are the batch's fallback, and the batch is then planned again.
 * **Hard cut-off**: a batch must end by ``deadline − reserve_s − extractive pace × questions
   left`` (time to answer all the rest, this batch included, without an LLM). Its LLM work
   runs in a worker thread that the run stops waiting for at the cut-off (the OpenAI
@@ -367,9 +370,9 @@ def _llm_backends(llm) -> list:
 
 
 def set_call_deadline(llm, at: float | None) -> None:
-    """Give every LLM call from now on the deadline ``at`` (epoch seconds; None: none), where
-    the backend takes one (the OpenAI-compatible backend: requests time out at ``at`` and are
-    not retried past it)."""
+    """Give the LLM calls the calling thread makes from now on the deadline ``at`` (epoch
+    seconds; None: none), where the backend takes one (the OpenAI-compatible backend: requests
+    time out at ``at`` and are not retried past it)."""
     for backend in _llm_backends(llm):
         fn = getattr(backend, "set_call_deadline", None)
         if fn is not None:
@@ -398,6 +401,7 @@ class DeadlineRunner:
 
     Attributes:
         fallbacks: questions answered extractively after their LLM work timed out or failed.
+        batches: what was planned and measured per batch (see ``__init__``).
     """
 
     def __init__(self, pipeline: Pipeline, deadline: float, clock: Callable[[], float] = time.time):
@@ -405,7 +409,10 @@ class DeadlineRunner:
         self.controller = DeadlineController(deadline, pipeline.cfg, clock)
         self.clock = clock
         self.fallbacks = 0
-        self.level_batches: list[int] = []
+        self.batches: list[dict] = []
+        """Per batch: ``questions``, ``remaining``, ``level``, ``seconds_left`` and ``cutoff_in`` at its
+        start, the level ``estimates`` (s/question), ``seconds`` taken, ``fallback`` (None, or the
+        step, ``prepare`` / ``generate``, that the cut-off stopped)."""
 
     @property
     def extractive(self) -> Pipeline:
@@ -418,12 +425,37 @@ class DeadlineRunner:
         errors raised in the worker thread are re-raised here.
         """
         ctl = self.controller
+        t0 = self.clock()
         level = ctl.choose(remaining)
         cutoff = ctl.cutoff(remaining)
-        self.level_batches.append(level)
-        t0 = self.clock()
+        log = {"questions": len(batch), "remaining": remaining, "level": level,
+               "seconds_left": round(ctl.deadline - t0, 3), "cutoff_in": round(cutoff - t0, 3),
+               "estimates": {str(lv): None if (e := ctl.estimate(lv)) is None else round(e, 4)
+                             for lv in range(ctl.last + 1)}}
+        self.batches.append(log)
+        try:
+            return self._answer(batch, level, cutoff, t0, log)
+        finally:
+            log["seconds"] = round(self.clock() - t0, 3)
+
+    def _answer(self, batch: list[Question], level: int, cutoff: float, t0: float, log: dict) -> list[Outcome]:
+        ctl = self.controller
+        ready: list[Outcome] | None = None  # extractive answers computed up front (first batch)
+        if level != ctl.last and cutoff > t0 and ctl.last not in ctl.profiles:
+            # The extractive level is what must stay possible for every remaining question: measure
+            # it on this batch first (its answers are this batch's fallback), then plan with it.
+            ready = self.extractive.answer(batch)
+            t1 = self.clock()
+            ctl.record(ctl.last, _stage_profile(ready, t1 - t0, len(batch)))
+            log["calibration_seconds"] = round(t1 - t0, 3)
+            t0 = t1
+            level = log["level"] = ctl.choose(remaining=log["remaining"])
+            cutoff = ctl.cutoff(log["remaining"])
+            log["cutoff_in"] = round(cutoff - t0, 3)
         if level == ctl.last or cutoff <= t0:
-            level = ctl.level = ctl.last
+            level = ctl.level = log["level"] = ctl.last
+            if ready is not None:
+                return self._mark(ready, level)
             outcomes = self.extractive.answer(batch)
             ctl.record(level, _stage_profile(outcomes, self.clock() - t0, len(batch)))
             return self._mark(outcomes, level)
@@ -432,23 +464,24 @@ class DeadlineRunner:
         box: dict = {}
 
         def work() -> None:
+            # LLM calls of this batch end at the cut-off, also after the runner stopped waiting
+            set_call_deadline(pipe.llm, cutoff)
             try:
                 prepared = pipe.prepare(batch)
                 box["prepared"], box["prepared_at"] = prepared, self.clock()
-                box["generated"] = pipe.generate(prepared)
+                if not box.get("abandoned"):  # past the cut-off nobody waits for the answers
+                    box["generated"] = pipe.generate(prepared)
             except BaseException as e:  # noqa: BLE001 - handed to the caller's thread
                 box["error"] = e
 
-        set_call_deadline(pipe.llm, cutoff)
-        try:
-            worker = threading.Thread(target=work, name="preqrag-deadline-batch", daemon=True)
-            worker.start()
-            worker.join(timeout=max(0.0, cutoff - self.clock()))
-        finally:
-            set_call_deadline(pipe.llm, None)
+        worker = threading.Thread(target=work, name="preqrag-deadline-batch", daemon=True)
+        worker.start()
+        worker.join(timeout=max(0.0, cutoff - self.clock()))
+        box["abandoned"] = worker.is_alive()
         if "error" in box:
             raise box["error"]
         now = self.clock()
+        log["fallback"] = None if "generated" in box else ("generate" if "prepared" in box else "prepare")
         if "generated" in box:
             outcomes = self._mark(box["generated"], level)
             ctl.record(level, _stage_profile(outcomes, now - t0, len(batch)))
@@ -463,17 +496,18 @@ class DeadlineRunner:
             ctl.record(level, prof)
             why = f"deadline: generation at level {level} stopped at the cut-off; extractive answer"
             return self._extract(prepared, why)
-        ctl.record(level, {"rewrite" if self.pipelines[level].cfg.rewriter.name != "none" else "prepare":
-                           (now - t0) / len(batch)})
-        t1 = self.clock()
-        outcomes = self.extractive.answer(batch)
-        ctl.record(ctl.last, _stage_profile(outcomes, self.clock() - t1, len(batch)))
-        for o in outcomes:
+        # retrieval itself did not finish: at least this slow, most likely waiting on the LLM
+        ctl.record(level, {"rewrite" if pipe.cfg.rewriter.name != "none" else "prepare": (now - t0) / len(batch)})
+        if ready is None:
+            t1 = self.clock()
+            ready = self.extractive.answer(batch)
+            ctl.record(ctl.last, _stage_profile(ready, self.clock() - t1, len(batch)))
+        for o in ready:
             if o.trace is not None:
                 o.trace.fallbacks.append(f"deadline: retrieval at level {level} stopped at the cut-off; "
                                          "extractive answer")
-        self.fallbacks += len(batch)
-        return self._mark(outcomes, ctl.last)
+        self.fallbacks += sum(o.answer is not None for o in ready)
+        return self._mark(ready, ctl.last)
 
     def _mark(self, outcomes: list[Outcome], level: int) -> list[Outcome]:
         for o in outcomes:

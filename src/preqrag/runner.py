@@ -55,8 +55,9 @@ class RunSummary:
     """Questions answered per degradation level (``"0"``: the full pipeline)."""
     deadline: dict | None = None
     """With a deadline: its record (:meth:`preqrag.deadline.Deadline.to_dict`), ``level_names``,
-    ``finished_before_deadline``, ``seconds_left`` and ``fallbacks`` (answers made extractive
-    after an LLM call ran out of time or failed)."""
+    ``finished_before_deadline``, ``seconds_left``, ``fallbacks`` (answers made extractive
+    after an LLM call ran out of time or failed) and ``batches`` (each batch's plan and time,
+    :attr:`preqrag.deadline.DeadlineRunner.batches`)."""
 
     def to_dict(self) -> dict:
         """JSON-ready form (input errors as strings); adds ``model_seconds_total`` and
@@ -190,7 +191,8 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
         left = deadline.at.timestamp() - time.time()
         summary.deadline = {**deadline.to_dict(), "level_names": list(pipeline.cfg.deadline.levels),
                             "finished_before_deadline": left >= 0, "seconds_left": round(left, 3),
-                            "fallbacks": runner.fallbacks if runner is not None else 0}
+                            "fallbacks": runner.fallbacks if runner is not None else 0,
+                            "batches": runner.batches if runner is not None else []}
     stats = {"started": started, "questions_file": str(questions_path), **summary.to_dict()}
     atomic_write_text(stats_path(output), json.dumps(stats, indent=2) + "\n")
     return summary

@@ -165,13 +165,19 @@ class OpenAICompatibleLLM:
         self._clients: dict[asyncio.AbstractEventLoop, object] = {}
         self._gates: dict[asyncio.AbstractEventLoop, _Gate] = {}
         self.limiter = AdaptiveConcurrency(cfg.concurrency, slow_s=cfg.timeout_s / 2)
-        self.call_deadline: float | None = None
+        self._local = threading.local()
 
     def set_call_deadline(self, at: float | None) -> None:
-        """No request runs or waits for a retry past ``at`` (seconds since the epoch; None: no
-        deadline): its timeout is cut to the time left, and a call with no time left fails at
-        once with an LLMError."""
-        self.call_deadline = at
+        """For calls made from this thread: no request runs or waits for a retry past ``at``
+        (seconds since the epoch; None: no deadline); its timeout is cut to the time left, and a
+        call with no time left fails at once with an LLMError. Per thread, so that a batch that
+        the deadline runner stopped waiting for keeps its cut-off in its own worker thread."""
+        self._local.deadline = at
+
+    @property
+    def call_deadline(self) -> float | None:
+        """The calling thread's call deadline (:meth:`set_call_deadline`), or None."""
+        return getattr(self._local, "deadline", None)
 
     def stats(self) -> dict:
         """Adaptive-concurrency counters: ``concurrency`` now, ``lowest`` reached, ``rate_limited``
@@ -222,7 +228,7 @@ class OpenAICompatibleLLM:
                 self._runner = _LoopThread(f"preqrag-openai-{id(self):x}")
             return self._runner
 
-    async def _one(self, client, gate: _Gate, messages, max_tokens, temperature) -> str:
+    async def _one(self, client, gate: _Gate, messages, max_tokens, temperature, deadline: float | None) -> str:
         import openai
 
         where = f"openai backend ({self.cfg.base_url})"
@@ -230,8 +236,8 @@ class OpenAICompatibleLLM:
         attempt = 0
         while True:
             timeout = self.cfg.timeout_s
-            if self.call_deadline is not None:
-                timeout = min(timeout, self.call_deadline - time.time())
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.time())
                 if timeout <= 0:
                     raise LLMError(f"{where}: call deadline reached")
             wait: float | None = None
@@ -264,7 +270,7 @@ class OpenAICompatibleLLM:
                 raise LLMError(f"{where}: {type(err).__name__}: {err}") from err
             if wait is None:
                 wait = min(8.0, 0.5 * 2 ** attempt) * random.uniform(0.75, 1.0)
-            if self.call_deadline is not None and time.time() + wait >= self.call_deadline:
+            if deadline is not None and time.time() + wait >= deadline:
                 raise LLMError(f"{where}: {type(err).__name__}: {err} (no retry: the call deadline comes "
                                f"before the {wait:.1f} s wait ends)") from err
             attempt += 1
@@ -275,13 +281,16 @@ class OpenAICompatibleLLM:
         return resp.choices[0].message.content or ""
 
     async def achat_many(self, requests: list[list[dict]], *, max_tokens: int,
-                         temperature: float = 0.0) -> list[str | LLMError]:
-        """Async form of :meth:`chat_many`, on the caller's event loop (with that loop's client)."""
+                         temperature: float = 0.0, call_deadline: float | None | object = ...
+                         ) -> list[str | LLMError]:
+        """Async form of :meth:`chat_many`, on the caller's event loop (with that loop's client).
+        ``call_deadline``: as :meth:`set_call_deadline`, for these requests (default: the one set)."""
+        deadline = self.call_deadline if call_deadline is ... else call_deadline
         client = self._client()
         gate = self._gate()
         with model_time("llm"):  # wall time with requests in flight
             out = await asyncio.gather(
-                *(self._one(client, gate, m, max_tokens, temperature) for m in requests),
+                *(self._one(client, gate, m, max_tokens, temperature, deadline) for m in requests),
                 return_exceptions=True)
         results: list[str | LLMError] = []
         for r in out:
@@ -296,7 +305,9 @@ class OpenAICompatibleLLM:
         backend's own event loop thread, so it may be called from inside a running loop."""
         if not requests:
             return []
-        return self._loop().run(self.achat_many(requests, max_tokens=max_tokens, temperature=temperature))
+        # the caller's thread's call deadline (the loop thread has none of its own)
+        return self._loop().run(self.achat_many(requests, max_tokens=max_tokens, temperature=temperature,
+                                                call_deadline=self.call_deadline))
 
     def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0) -> str:
         """One request; raises LLMError after retries."""
