@@ -15,7 +15,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 
 class _Section(BaseModel):
@@ -61,6 +61,49 @@ class RetrievalConfig(_Section):
     dense_top_k: int = Field(100, ge=1, description="Dense passages per query.")
     use_sparse: bool = True
     use_dense: bool = True
+
+
+class IndexConfig(_Section):
+    """How the dense index is built and how both indexes are opened (issue 11).
+
+    Dense index types (FAISS ``index_factory`` strings, inner product on unit-norm vectors;
+    Johnson, Douze & Jégou, "Billion-scale similarity search with GPUs", IEEE TBD 2019, and the
+    FAISS wiki "Guidelines to choose an index"):
+
+    * ``flat`` — exact search (``Flat``): 4·dim bytes per passage (1.5 KiB at dim 384). The
+      default: exact, and fast enough below a few million passages.
+    * ``hnsw`` — ``HNSW{hnsw_m},Flat`` (Malkov & Yashunin, TPAMI 2018): graph search,
+      ~4·dim + 8·M bytes per passage, no training; ``hnsw_ef_search`` trades recall for time.
+    * ``ivf-sq8`` — ``IVF{nlist},SQ8``: inverted lists of 8-bit scalar-quantised vectors
+      (dim bytes per passage), trained on a sample; ``ivf_nprobe`` lists searched.
+    * ``ivf-pq`` — ``IVF{nlist},PQ{pq_m}x{pq_nbits}`` (Jégou, Douze & Schmid, TPAMI 2011):
+      product quantisation, ``pq_m`` bytes per passage at 8 bits (48 B at the default: 32x
+      smaller than flat), lossy scores.
+
+    The built type is recorded in the manifest and used at open whatever this table says;
+    the search-time settings (``hnsw_ef_search``, ``ivf_nprobe``) and ``mmap`` apply at open.
+    """
+
+    dense_index: Literal["flat", "hnsw", "ivf-sq8", "ivf-pq"] = Field("flat", description=(
+        "Dense index type built by `preqrag index`: flat (exact, default), hnsw, ivf-sq8, ivf-pq."))
+    hnsw_m: int = Field(32, ge=4, le=128, description=(
+        "HNSW graph degree M (FAISS wiki: 32 is a good default; 4..64)."))
+    hnsw_ef_construction: int = Field(200, ge=8, description=(
+        "HNSW efConstruction: candidate list while building (higher: better graph, slower build)."))
+    hnsw_ef_search: int = Field(128, ge=1, description=(
+        "HNSW efSearch at query time (>= top-k; higher: better recall, slower)."))
+    ivf_nlist: int = Field(0, ge=0, description=(
+        "IVF inverted lists; 0 = 4*sqrt(passages) rounded to a power of two (FAISS wiki: 4..16 sqrt(N))."))
+    ivf_nprobe: int = Field(32, ge=1, description="IVF lists searched per query.")
+    pq_m: int = Field(48, ge=1, description=(
+        "PQ sub-quantisers (bytes per vector at 8 bits); must divide the embedding dimension (384 = 48 x 8)."))
+    pq_nbits: int = Field(8, ge=4, le=12, description="Bits per PQ sub-quantiser code.")
+    train_size: int = Field(100_000, ge=1000, description=(
+        "Vectors sampled (seed 0) to train IVF/PQ: FAISS wants >= 39 per centroid (nlist and 2^pq_nbits)."))
+    mmap: bool = Field(True, description=(
+        "Memory-map the dense index (FAISS IO_FLAG_MMAP_IFC / IO_FLAG_MMAP) and the BM25 arrays (bm25s "
+        "mmap=True) at open: pages are read on demand and shared between processes, so a serving process "
+        "does not hold the whole index in its own memory."))
 
 
 class FusionConfig(_Section):
@@ -165,6 +208,32 @@ class RerankConfig(_Section):
     chain: list[str] = Field(["cross-encoder"], description=(
         "Rerank steps in order (preqrag.components.RERANK_STEPS): 'cross-encoder' "
         "(pointwise, [reranker] settings), 'mmr' (CIR), 'bm25-prune' (DoTA-RAG), 'pairwise' (GINGER). Empty, or reranker.name = 'none', skips the cross-encoder."))
+
+
+class MergeConfig(_Section):
+    """The merge slot: how a question's rankings become its final ranking (issue 14).
+
+    ``interleave`` (default): the rerank chain's output; a multi-sub-query question's rankings
+    are interleaved round-robin (PreQRAG §2.2.2). ``learned``: candidate documents of every
+    list (sparse, dense, fused, reranked) scored by a LightGBM LambdaMART model trained with
+    ``preqrag train-ranker`` (:mod:`preqrag.learned`; docs/learned.md); documents by learned
+    score, each document's passages best first."""
+
+    name: Literal["interleave", "learned"] = Field("interleave", description=(
+        "'interleave' (round-robin of the sub-queries' reranked lists) or 'learned' (a model from "
+        "`preqrag train-ranker`, given in merge.model)."))
+    model: str | None = Field(None, description=(
+        "learned: the ranker model file (JSON written by `preqrag train-ranker`); required then."))
+
+    @model_validator(mode="after")
+    def _check_model(self) -> "MergeConfig":
+        if self.name == "learned":
+            if not self.model:
+                raise ValueError("merge.model: required when merge.name = 'learned' (a file from "
+                                 "`preqrag train-ranker`)")
+            if not Path(self.model).expanduser().is_file():
+                raise ValueError(f"merge.model: {self.model}: no such file")
+        return self
 
 
 class GingerConfig(_Section):
@@ -361,9 +430,11 @@ class PipelineConfig(_Section):
     embedder: EmbedderConfig = EmbedderConfig()
     bm25: BM25Config = BM25Config()
     retrieval: RetrievalConfig = RetrievalConfig()
+    index: IndexConfig = IndexConfig()
     fusion: FusionConfig = FusionConfig()
     reranker: RerankerConfig = RerankerConfig()
     rerank: RerankConfig = RerankConfig()
+    merge: MergeConfig = MergeConfig()
     generator: GeneratorConfig = GeneratorConfig()
     llm: LLMConfig = LLMConfig()
     classifier: ClassifierConfig = ClassifierConfig()

@@ -5,7 +5,8 @@ Layout of an index directory::
     manifest.json      corpus hash, chunking/BM25/embedder settings, counts, phase timings
     passages.parquet   id, doc_id, position, text (row i = passage i)
     bm25/              bm25s index
-    dense.faiss        FAISS IndexFlatIP of unit-norm passage embeddings
+    dense.faiss        FAISS inner-product index of unit-norm passage embeddings ([index] dense_index:
+                       flat by default, or HNSW / IVF-SQ8 / IVF-PQ; the type is in the manifest)
 
 ``build_index`` works in ``<index>.partial/`` and renames it to ``<index>`` only on
 success. Dense embeddings are checkpointed there in shards, so an interrupted build
@@ -143,6 +144,7 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
     seconds["bm25"] = time.perf_counter() - t
 
     # 3. dense index, checkpointed in shards
+    dense_index = None
     if dense:
         t = time.perf_counter()
         shards = []
@@ -154,8 +156,7 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
             shards.append(shard_path)
             if progress:
                 progress("encoding", min(start + SHARD, len(texts)), len(texts))
-        embeddings = np.concatenate([np.load(s) for s in shards])
-        build_faiss(embeddings, partial / "dense.faiss")
+        dense_index = build_faiss(shards, partial / "dense.faiss", cfg.index)  # shard by shard, memory-mapped
         for s in shards:
             s.unlink()
         seconds["dense"] = time.perf_counter() - t
@@ -166,6 +167,7 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
         "corpus": {"path": str(corpus), "sha256": corpus_hash, "n_documents": n_docs},
         "n_passages": len(passages),
         **settings,
+        "dense_index": dense_index,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
@@ -233,9 +235,9 @@ class Index:
         ids = table["id"]
         passages = {pid: Passage(id=pid, doc_id=d, position=pos, text=txt)
                     for pid, d, pos, txt in zip(ids, table["doc_id"], table["position"], table["text"])}
-        sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25)
+        sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25, mmap=cfg.index.mmap)
         encoder = dense = None
         if manifest.get("dense", True):
             encoder = load_encoder(cfg.embedder, cfg.run.cache_dir)
-            dense = DenseRetriever(index_dir / "dense.faiss", ids, encoder, cfg.embedder.batch_size)
+            dense = DenseRetriever(index_dir / "dense.faiss", ids, encoder, cfg.embedder.batch_size, cfg.index)
         return cls(index_dir, manifest, passages, ids, sparse, dense, encoder)

@@ -42,6 +42,9 @@ class BM25Retriever:
         index_dir: a bm25s index directory (``<index>/bm25``).
         passage_ids: passage id of row ``i``.
         cfg: tokenisation settings; must match those used at build time (checked by Index).
+        mmap: load the score matrix memory-mapped (bm25s ``mmap=True``): pages are read on
+            demand and shared between processes (``[index] mmap``; default False here, True
+            through :class:`~preqrag.index.Index`).
 
     ``search`` returns one Ranking per query of at most ``k`` passage ids with score > 0
     (a query of only stopwords matches nothing and returns an empty Ranking).
@@ -49,8 +52,9 @@ class BM25Retriever:
 
     name = "bm25"
 
-    def __init__(self, index_dir: str | Path, passage_ids: list[str], cfg: BM25Config):
+    def __init__(self, index_dir: str | Path, passage_ids: list[str], cfg: BM25Config, mmap: bool = False):
         self.index_dir = Path(index_dir)
+        self.mmap = mmap
         self.passage_ids = passage_ids
         self.cfg = cfg
         self._retriever = None
@@ -59,7 +63,7 @@ class BM25Retriever:
         if self._retriever is None:
             import bm25s
 
-            self._retriever = bm25s.BM25.load(str(self.index_dir), mmap=False, show_progress=False)
+            self._retriever = bm25s.BM25.load(str(self.index_dir), mmap=self.mmap, show_progress=False)
         return self._retriever
 
     def search(self, queries: list[str], k: int) -> list[Ranking]:

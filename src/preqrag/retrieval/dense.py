@@ -1,7 +1,14 @@
-"""Dense retrieval: embedder + FAISS exact inner-product search (``IndexFlatIP``)."""
+"""Dense retrieval: embedder + a FAISS inner-product index (flat, HNSW, IVF-SQ8 or IVF-PQ).
+
+The index type is chosen at build time by ``[index] dense_index`` (see
+:class:`preqrag.config.IndexConfig`); the passage vectors are added shard by shard, so
+building needs memory for the index structure itself, not for a second copy of every vector.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -9,37 +16,117 @@ import numpy as np
 from ..records import Ranking
 from ..stages import Encoder
 
+TRAIN_SEED = 0
+"""Seed of the training sample of IVF/PQ indexes (same corpus and settings: same index)."""
 
-def build_faiss(embeddings: np.ndarray, path: str | Path) -> None:
-    """Write an exact inner-product index of ``embeddings`` (float32, shape (n, dim)).
 
-    With unit-norm embeddings inner product equals cosine similarity.
+def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
+    """The FAISS ``index_factory`` string of a dense index type for ``n`` vectors of ``dim``.
+
+    Args:
+        kind: ``flat``, ``hnsw``, ``ivf-sq8`` or ``ivf-pq``.
+        n: number of vectors (sets the automatic ``nlist``).
+        dim: vector dimension (``pq_m`` must divide it).
+        cfg: an :class:`~preqrag.config.IndexConfig`; ``None`` = its defaults.
+
+    Raises:
+        ValueError: unknown kind, or ``pq_m`` does not divide ``dim``.
+    """
+    from ..config import IndexConfig
+
+    cfg = cfg or IndexConfig()
+    if kind == "flat":
+        return "Flat"
+    if kind == "hnsw":
+        return f"HNSW{cfg.hnsw_m},Flat"
+    nlist = cfg.ivf_nlist or max(1, 2 ** round(math.log2(4 * math.sqrt(max(n, 1)))))
+    nlist = min(nlist, max(1, n // 39))  # FAISS warns below 39 training points per centroid
+    if kind == "ivf-sq8":
+        return f"IVF{nlist},SQ8"
+    if kind == "ivf-pq":
+        if dim % cfg.pq_m:
+            raise ValueError(f"index.pq_m = {cfg.pq_m} does not divide the embedding dimension {dim}")
+        return f"IVF{nlist},PQ{cfg.pq_m}x{cfg.pq_nbits}"
+    raise ValueError(f"index.dense_index: unknown type {kind!r} (flat, hnsw, ivf-sq8, ivf-pq)")
+
+
+def _as_shards(embeddings) -> list[np.ndarray]:
+    if isinstance(embeddings, np.ndarray):
+        return [embeddings]
+    return [np.load(s, mmap_mode="r") if isinstance(s, (str, Path)) else s for s in embeddings]
+
+
+def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -> dict:
+    """Write a FAISS inner-product index of the passage vectors to ``path``.
+
+    Args:
+        embeddings: float32 ``(n, dim)`` unit-norm vectors, or a sequence of shards (arrays
+            or ``.npy`` paths, memory-mapped) in passage order; row ``i`` = passage ``i``.
+        path: output file (written to a temporary name, then renamed).
+        cfg: :class:`~preqrag.config.IndexConfig` (``None``: exact flat index).
+
+    Returns:
+        What to record in the manifest: ``{"type", "factory", "n", "dim", "train_size"}``.
+
+    With unit-norm vectors inner product equals cosine similarity. IVF/PQ types are trained
+    on ``cfg.train_size`` rows sampled uniformly with seed :data:`TRAIN_SEED`.
     """
     import faiss
 
-    index = faiss.IndexFlatIP(embeddings.shape[1])
-    index.add(np.ascontiguousarray(embeddings, dtype=np.float32))
-    faiss.write_index(index, str(path))
+    from ..config import IndexConfig
+
+    cfg = cfg or IndexConfig()
+    shards = _as_shards(embeddings)
+    n = sum(len(s) for s in shards)
+    dim = shards[0].shape[1]
+    spec = factory_string(cfg.dense_index, n, dim, cfg)
+    index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
+    if cfg.dense_index == "hnsw":
+        index.hnsw.efConstruction = cfg.hnsw_ef_construction
+    trained_on = 0
+    if not index.is_trained:
+        rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(n, size=min(n, cfg.train_size), replace=False))
+        starts = np.cumsum([0] + [len(s) for s in shards])
+        sample = np.concatenate([np.asarray(s[rows[(rows >= a) & (rows < b)] - a], dtype=np.float32)
+                                 for s, a, b in zip(shards, starts[:-1], starts[1:])])
+        index.train(sample)
+        trained_on = len(sample)
+        del sample
+    for shard in shards:
+        index.add(np.ascontiguousarray(shard, dtype=np.float32))
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    faiss.write_index(index, str(tmp))
+    tmp.replace(path)
+    return {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": trained_on}
 
 
 class DenseRetriever:
-    """Exact dense retrieval (PreQRAG §2.3 dense index; the paper used e5-base-v2).
+    """Dense retrieval over a FAISS index (PreQRAG §2.3 dense index; the paper used e5-base-v2).
 
     Args:
-        faiss_path: the index file (``<index>/dense.faiss``), row ``i`` = passage ``i``.
+        faiss_path: the index file (``<index>/dense.faiss``, any type :func:`build_faiss`
+            writes), row ``i`` = passage ``i``.
         passage_ids: passage id of row ``i``.
         encoder: the embedder the index was built with (checked by Index).
         batch_size: query encoding batch size.
+        cfg: :class:`~preqrag.config.IndexConfig`: ``mmap`` (open memory-mapped) and the
+            search-time settings ``hnsw_ef_search`` / ``ivf_nprobe``.
 
     Filters (metadata facets, e.g. DoTA-RAG's topic namespaces, §2.2): :meth:`add_facet`
     registers a label per passage row; ``search(..., filters=...)`` then restricts each query
-    to the rows whose labels are allowed, with a FAISS ``IDSelectorBitmap`` (exact search
-    over those rows only: distances are computed for them alone).
+    to the rows whose labels are allowed, with a FAISS ``IDSelectorBitmap`` (with a flat index,
+    exact search over those rows only; HNSW and IVF skip the other rows during their
+    approximate search, so a very selective filter can lower their recall).
     """
 
     name = "dense"
 
-    def __init__(self, faiss_path: str | Path, passage_ids: list[str], encoder: Encoder, batch_size: int = 32):
+    def __init__(self, faiss_path: str | Path, passage_ids: list[str], encoder: Encoder, batch_size: int = 32,
+                 cfg=None):
+        from ..config import IndexConfig
+
+        self.cfg = cfg or IndexConfig()
         self.faiss_path = Path(faiss_path)
         self.passage_ids = passage_ids
         self.encoder = encoder
@@ -82,16 +169,34 @@ class DenseRetriever:
         if self._index is None:
             import faiss
 
-            self._index = faiss.read_index(str(self.faiss_path))
+            flags = 0
+            if self.cfg.mmap:
+                with open(self.faiss_path, "rb") as fh:
+                    ivf = fh.read(2) == b"Iw"  # FAISS fourcc of IndexIVF* ("IwSq", "IwPQ", "IwFl" ...)
+                # IVF: inverted lists mapped (IO_FLAG_MMAP); flat codes and HNSW storage:
+                # IO_FLAG_MMAP_IFC. The two flags cannot be combined for IVF indexes.
+                flags = (faiss.IO_FLAG_MMAP if ivf else faiss.IO_FLAG_MMAP_IFC) | faiss.IO_FLAG_READ_ONLY
+            self._index = faiss.read_index(str(self.faiss_path), flags)
         return self._index
+
+    def _params(self, index, sel=None):
+        """FAISS search parameters: the filter selector and the type's search-time setting."""
+        import faiss
+
+        kw = {} if sel is None else {"sel": sel}
+        if isinstance(index, faiss.IndexHNSW):
+            return faiss.SearchParametersHNSW(efSearch=self.cfg.hnsw_ef_search, **kw)
+        if isinstance(index, faiss.IndexIVF):
+            return faiss.SearchParametersIVF(nprobe=min(self.cfg.ivf_nprobe, index.nlist), **kw)
+        return faiss.SearchParameters(**kw) if kw else None
 
     def search_vectors(self, vectors: np.ndarray, k: int, mask: np.ndarray | None = None) -> list[Ranking]:
         """Search with precomputed query embeddings, float32 ``(n, dim)``; ``mask`` (bool per
         passage row) restricts the search to those rows (FAISS ``IDSelectorBitmap``)."""
         index = self._load()
-        params = None
         if mask is None:
             k = min(k, index.ntotal)
+            params = self._params(index)
         else:
             import faiss
 
@@ -99,7 +204,8 @@ class DenseRetriever:
             if k == 0:
                 return [Ranking() for _ in range(len(vectors))]
             bitmap = np.packbits(mask.astype(bool), bitorder="little")  # must outlive the search
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBitmap(bitmap))
+            selector = faiss.IDSelectorBitmap(bitmap)
+            params = self._params(index, selector)
         scores, rows = index.search(np.ascontiguousarray(vectors, dtype=np.float32), k, params=params)
         return [Ranking(ids=[self.passage_ids[i] for i in r if i >= 0],
                         scores=[float(s) for s, i in zip(sc, r) if i >= 0])
