@@ -125,6 +125,25 @@ GENERATORS: dict[str, Callable[[Context], Generator]] = {
 """``[generator] name`` → builder (generate slot)."""
 
 
+def _interleave_merge(ctx: Context):
+    from .learned.ranker import InterleaveMerge
+
+    return InterleaveMerge()
+
+
+def _learned_merge(ctx: Context):
+    from .learned.ranker import LearnedMerge
+
+    return LearnedMerge(ctx.cfg.merge.model)
+
+
+MERGERS: dict[str, Callable[[Context], Any]] = {
+    "interleave": _interleave_merge,  # PreQRAG §2.2.2: round-robin of the sub-queries' lists
+    "learned": _learned_merge,  # LightGBM LambdaMART over candidate documents ([merge] model)
+}
+"""``[merge] name`` → builder (merge slot)."""
+
+
 def build(registry: dict[str, Callable[[Context], Any]], field: str, name: str, ctx: Context) -> Any:
     """``registry[name](ctx)``.
 

@@ -10,7 +10,8 @@ Slots, in order (PreQRAG §2; other presets fill them differently, see
 3. **fuse**: each sub-query's lists into one ranking (union or RRF);
 4. **rerank chain**: the steps of ``[rerank] chain`` in order
    (:class:`~preqrag.stages.RerankStep`, e.g. the cross-encoder);
-5. **merge**: a multi-sub-query question's rankings interleaved round-robin;
+5. **merge** (``[merge] name``): a multi-sub-query question's rankings interleaved round-robin
+   (``interleave``), or candidate documents ranked by a trained model (``learned``);
 6. **context**: the ``generator.context_top_k`` head;
 7. **generate**: the grounded answer (prompt fitted to the LLM's window).
 
@@ -33,7 +34,7 @@ from typing import Any
 
 from .config import PipelineConfig
 from .fusion import interleave, load_fusion
-from .components import GENERATORS, RERANK_STEPS, REWRITERS, Context, build
+from .components import GENERATORS, MERGERS, RERANK_STEPS, REWRITERS, Context, build
 from .index import Index
 from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, Question, Ranking,
                       Trace)
@@ -107,7 +108,10 @@ class Pipeline:
 
     def __init__(self, index: Index, cfg: PipelineConfig, classifier: Classifier, rewriter: Rewriter,
                  fusion: Fusion, rerank_chain: list[RerankStep], generator: Generator,
-                 llm: LLM | None = None):
+                 llm: LLM | None = None, merge=None):
+        from .learned.guard import learned_models
+        from .learned.ranker import InterleaveMerge
+
         self.index = index
         self.cfg = cfg
         self.classifier = classifier
@@ -116,6 +120,8 @@ class Pipeline:
         self.rerank_chain = list(rerank_chain)
         self.generator = generator
         self.llm = llm
+        self.merge = merge if merge is not None else InterleaveMerge()  # the merge slot ([merge] name)
+        self.learned_models = learned_models(cfg, self.merge)  # recorded in traces (preqrag.learned.guard)
 
     @classmethod
     def from_config(cls, index_dir: str | Path, cfg: PipelineConfig, llm: LLM | None = None) -> "Pipeline":
@@ -137,7 +143,8 @@ class Pipeline:
         ctx = Context(cfg, index, llm)
         return cls(index, cfg, load_classifier(cfg, llm), build(REWRITERS, "rewriter.name", cfg.rewriter.name, ctx),
                    load_fusion(cfg.fusion), load_rerank_chain(ctx),
-                   build(GENERATORS, "generator.name", cfg.generator.name, ctx), llm)
+                   build(GENERATORS, "generator.name", cfg.generator.name, ctx), llm,
+                   merge=build(MERGERS, "merge.name", cfg.merge.name, ctx))
 
     def derive(self, overrides: dict, *, generator: Generator | None = None) -> "Pipeline":
         """A pipeline with some settings changed that shares this one's loaded models.
@@ -178,7 +185,9 @@ class Pipeline:
         if generator is None:
             generator = (self.generator if cfg.generator == self.cfg.generator
                          else build(GENERATORS, "generator.name", cfg.generator.name, ctx))
-        return type(self)(self.index, cfg, classifier, rewriter, self.fusion, chain, generator, self.llm)
+        merge = self.merge if cfg.merge == self.cfg.merge else build(MERGERS, "merge.name", cfg.merge.name, ctx)
+        return type(self)(self.index, cfg, classifier, rewriter, self.fusion, chain, generator, self.llm,
+                          merge=merge)
 
     @property
     def reranker(self):
@@ -290,25 +299,34 @@ class Pipeline:
         if "reranked" not in step_outputs:
             step_outputs["reranked"] = current  # no rerank step: the fused lists pass through
 
-        # 5. merge sub-queries, 6. context
+        # 5. merge sub-queries (the merge slot: [merge] name), 6. context
+        owns = [[j for j, (x, _) in enumerate(slots) if x == qi] for qi in range(n)]
+        full = [{**{key: [lists[key][j][0] for j in own] for key, _, _ in retrievers},
+                 "merged": [merged[j] for j in own], **{key: [out[j] for j in own] for key, out in step_outputs.items()}}
+                for own in owns]
+        merged_out = _run_stage("merge", lambda: self.merge.merge(texts, classes, full,
+                                                                  [[current[j] for j in own] for own in owns]),
+                                None if self.merge.name == "interleave" else seconds)  # default: untimed, as before
         per_q = {stage: round(s / n, 4) for stage, s in seconds.items()}  # batch time shared equally
         depth = cfg.run.trace_depth
         k_ctx = cfg.generator.context_top_k
         traces = []
         for qi, q in enumerate(questions):
-            own = [j for j, (x, _) in enumerate(slots) if x == qi]
-            finals = [current[j] for j in own]
-            final = finals[0] if len(finals) == 1 else interleave(finals)
+            own = owns[qi]
+            final, extra_rankings = merged_out[qi]
             rankings = {key: [lists[key][j][0].top(depth) for j in own] for key, _, _ in retrievers}
             rankings["merged"] = [merged[j].top(depth) for j in own]
             for key, out in step_outputs.items():
                 rankings[key] = [out[j].top(depth) for j in own]
             rankings["final"] = [final.top(depth)]
+            for key, value in extra_rankings.items():
+                rankings[key] = [r.top(depth) for r in value]
             fallbacks = list(plans[qi].fallbacks)
             if classes[qi].fallback:
                 fallbacks.append(f"classify: {classes[qi].fallback}")
             traces.append(Trace(id=q.id, classification=classes[qi], plan=plans[qi], rankings=rankings,
-                                context_ids=final.ids[:k_ctx], seconds=dict(per_q), fallbacks=fallbacks))
+                                context_ids=final.ids[:k_ctx], seconds=dict(per_q), fallbacks=fallbacks,
+                                learned_models=list(self.learned_models)))
         return traces
 
     def _generate_batch(self, prepared: list[Outcome]) -> list[Outcome]:

@@ -154,6 +154,8 @@ class Trace(BaseModel):
         removed_citations: citations to passages that were not in the context, removed.
         degradation_level: the ``[deadline] levels`` index the question was answered at
             (``preqrag run --deadline``; 0 = the full pipeline, also for runs without a deadline).
+        learned_models: trained models used (``preqrag train-ranker`` / ``train-encoder``); omitted
+            from the JSON when empty.
     """
 
     id: str | int
@@ -170,6 +172,10 @@ class Trace(BaseModel):
     degradation_level: int = Field(0, ge=0, description=(
         "Index in [deadline] levels of what answered this question (0: the full pipeline; see "
         "preqrag.deadline); a question whose LLM call ran out of time records the extractive level."))
+    learned_models: list[dict[str, str]] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
+        "Trained models this answer used ({'kind': 'ranker' | 'encoder', 'path', 'sha256'}; see "
+        "preqrag.learned.guard): evaluation refuses questions they were trained on. Left out of the JSON "
+        "when empty, so traces of runs without learned models are unchanged."))
 
 
 class LiveRAGPassage(BaseModel):
