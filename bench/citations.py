@@ -1,6 +1,7 @@
 """Citation precision and recall of TREC RAG exports against gold documents (issue 13, section 2).
 
-Usage (from the repository root; ~15 min on 2 CPU cores, most of it ``preqrag run``)::
+Usage (from the repository root; ~15 min on 2 idle CPU cores, most of it ``preqrag run``;
+``--step calibrate`` / ``--step measure`` run the two steps below separately)::
 
     preqrag index --corpus ../shared/liverag-bench/smoke_corpus.jsonl.gz --index /tmp/trec_smoke_idx
     printf 'pipeline = "hybrid"\n' > /tmp/hybrid.toml
@@ -167,7 +168,7 @@ def measure(answers: Path, threshold: float, cache_dir: Path) -> dict:
         raise SystemExit(f"{answers}: {problems[0]}")
     golds = [smoke[str(a.id)]["gold_doc_ids"] for _, a, _ in rows]
     contexts = [list(t.context_ids) for _, _, t in rows]
-    out: dict = {"answers_file": str(answers), "questions": len(rows),
+    out: dict = {"answers_file": str(answers), "questions": len(rows), "smoke_questions": len(smoke),
                  "context_top_k": max(len(c) for c in contexts),
                  "context_recall": context_recall(contexts, golds)}
 
@@ -216,7 +217,7 @@ def measure(answers: Path, threshold: float, cache_dir: Path) -> dict:
 
 def markdown(res: dict) -> str:
     cal, m = res["calibration"], res["measure"]
-    cmd_cal = res["commands"]["bench"]
+    cmd_cal = res["commands"]["calibrate"]
     lines = [
         "# Citation precision and recall (TREC RAG export)", "",
         f"Machine: {describe(res['machine'])}. Date: {res['date']}.", "",
@@ -240,14 +241,17 @@ def markdown(res: dict) -> str:
         "", f"Chosen: threshold {cal['best']['threshold']} (best F1), shipped as "
         "`preqrag.citations.DEFAULT_THRESHOLD`.", "",
         "## 2. Smoke questions", "",
-        f"{m['questions']} smoke questions answered by `preqrag run` (preset `{m['preset']}`, context of "
+        f"{m['questions']} smoke questions"
+        + (f" (the first {m['questions']} of {m['smoke_questions']}: the run was stopped there for time on a "
+           "shared 2-core machine)" if m["questions"] < m["smoke_questions"] else "")
+        + f" answered by `preqrag run` (preset `{m['preset']}`, context of "
         f"{m['context_top_k']} passages; context recall {m['context_recall']}), exported with "
         f"`preqrag export --format trec-rag24` at threshold {res['threshold']} "
         f"({m['export_seconds']} s; `preqrag validate` exit code {m['validate_exit_code']}).", "",
         "Commands:", "",
         "```",
         *res["commands"]["setup"],
-        cmd_cal,
+        res["commands"]["measure"],
         "```", "",
         "| answers | citations | precision | recall | F1 | cited passages |", "|---|---|---|---|---|---|",
     ]
@@ -305,8 +309,9 @@ def main(argv: list[str] | None = None) -> int:
            "commands": {"setup": [
                f"preqrag index --corpus ../shared/liverag-bench/smoke_corpus.jsonl.gz --index {args.index}",
                f"preqrag run --index {args.index} ../shared/liverag-bench/smoke.jsonl -o {args.answers}{cfg_arg}"],
-               "bench": f"PYTHONPATH=src python bench/citations.py --index {args.index} --answers {args.answers}"
-                        + (f" --run-config {args.run_config}" if args.run_config else "")},
+               "calibrate": f"PYTHONPATH=src python bench/citations.py --index {args.index} --step calibrate",
+               "measure": f"PYTHONPATH=src python bench/citations.py --index {args.index} --answers {args.answers}"
+                          + (f" --run-config {args.run_config}" if args.run_config else "") + " --step measure"},
            "calibration": cal, "measure": m}
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(res, indent=2) + "\n")
     atomic_write_text(args.out.with_suffix(".md"), markdown(res))
