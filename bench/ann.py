@@ -1,0 +1,136 @@
+"""Approximate dense indexes against exact search on real passage vectors (issue 11 §3).
+
+    python bench/ann.py --index IDX --questions ../shared/liverag-bench/dev.jsonl --sample 500 \\
+        [--types flat,hnsw,ivf-sq8,ivf-pq] [-o docs/bench/ann.json]
+
+``IDX`` is an index built with the default flat dense index; its vectors are read back
+(``reconstruct_n``) and each type of :class:`preqrag.config.IndexConfig` is built from them with
+its default settings (:func:`preqrag.retrieval.dense.build_faiss`) in a temporary directory.
+The sample's questions are encoded once with the index's embedder. For each type the row
+records: build seconds, file size, ``open_seconds`` (memory-mapped open), recall@10 against
+flat (share of the exact top-10 passages found, averaged over questions), dense-only retrieval
+at document level on the sample (single hit@10 / MRR@10, multi recall@10; the ladder's
+definitions, :func:`bench._common.final_retrieval_columns`), and search latency p50 / p95 in
+ms for batches of 1 and of 16 queries (query encoding excluded; ``faiss.omp_set_num_threads``
+left at the machine's default).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import describe, final_retrieval_columns, machine  # noqa: E402
+
+from preqrag.config import IndexConfig, load_config  # noqa: E402
+from preqrag.index import Index  # noqa: E402
+from preqrag.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.records import Classification, QueryPlan, Ranking, SubQuery, Trace  # noqa: E402
+from preqrag.retrieval.dense import DenseRetriever, build_faiss  # noqa: E402
+
+
+def pct(xs: list[float], p: float) -> float:
+    return float(np.percentile(np.asarray(xs), p))
+
+
+def latency_ms(r: DenseRetriever, vectors: np.ndarray, batch: int, k: int = 10, rounds: int = 200) -> tuple[float, float]:
+    """p50 / p95 milliseconds of one ``search_vectors`` call on ``batch`` queries."""
+    times = []
+    for i in range(rounds):
+        start = (i * batch) % max(1, len(vectors) - batch)
+        q = vectors[start:start + batch]
+        t = time.perf_counter()
+        r.search_vectors(q, k)
+        times.append((time.perf_counter() - t) * 1000)
+    return round(pct(times, 50), 3), round(pct(times, 95), 3)
+
+
+def traces_of(questions, rankings: list[Ranking]) -> list[Trace]:
+    out = []
+    for q, r in zip(questions, rankings):
+        qt = "multi" if len(q.extra.get("gold_doc_ids") or []) > 1 else "single"
+        out.append(Trace(id=q.id, classification=Classification(question_type=qt, classifier="gold"),
+                         plan=QueryPlan(question_type=qt, rewriter="none",
+                                        sub_queries=[SubQuery(text=q.question, sparse=q.question, dense=q.question)]),
+                         rankings={"final": [r]}))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--index", required=True)
+    ap.add_argument("--questions", required=True)
+    ap.add_argument("--sample", type=int, default=500)
+    ap.add_argument("--types", default="flat,hnsw,ivf-sq8,ivf-pq")
+    ap.add_argument("--top-k", type=int, default=100, help="passages retrieved for the document-level columns")
+    ap.add_argument("-o", "--out", default="docs/bench/ann.json")
+    args = ap.parse_args(argv)
+    import faiss
+
+    cfg = load_config(None)
+    index = Index.open(args.index, cfg)
+    flat = faiss.read_index(str(Path(args.index) / "dense.faiss"))
+    vectors = flat.reconstruct_n(0, flat.ntotal)
+    del flat
+    questions, _ = read_questions(args.questions)
+    if args.sample and args.sample < len(questions):
+        questions = random.Random(0).sample(questions, args.sample)
+    qvec = index.encoder.encode([q.question for q in questions], is_query=True, batch_size=32)
+    ids = index.passage_ids
+    rows, exact_top = [], None
+    with tempfile.TemporaryDirectory() as tmp:
+        for kind in args.types.split(","):
+            icfg = IndexConfig(dense_index=kind)
+            path = Path(tmp) / f"{kind}.faiss"
+            t = time.perf_counter()
+            info = build_faiss(vectors, path, icfg)
+            build_s = time.perf_counter() - t
+            t = time.perf_counter()
+            r = DenseRetriever(path, ids, index.encoder, cfg=icfg)
+            r._load()
+            open_s = time.perf_counter() - t
+            found = r.search_vectors(qvec, args.top_k)
+            top10 = [set(x.ids[:10]) for x in found]
+            if kind == "flat":
+                exact_top = top10
+            recall = (float(np.mean([len(a & b) / max(1, len(a)) for a, b in zip(exact_top, top10)]))
+                      if exact_top is not None else None)
+            b1 = latency_ms(r, qvec, 1)
+            b16 = latency_ms(r, qvec, 16, rounds=50)
+            row = {"dense_index": kind, "factory": info["factory"], "passages": info["n"],
+                   "build_seconds": round(build_s, 2), "size_mb": round(path.stat().st_size / 2**20, 1),
+                   "open_seconds": round(open_s, 4), "recall@10_vs_flat": None if recall is None else round(recall, 4),
+                   **{f"dense_only_{k}": None if v is None else round(v, 4) for k, v in final_retrieval_columns(traces_of(questions, found),
+                                                                                questions).items()},
+                   "p50_ms_batch1": b1[0], "p95_ms_batch1": b1[1], "p50_ms_batch16": b16[0],
+                   "p95_ms_batch16": b16[1], "settings": icfg.model_dump()}
+            print(json.dumps({k: v for k, v in row.items() if k != "settings"}), flush=True)
+            rows.append(row)
+    data = {"rows": rows, "questions": len(questions), "index": str(args.index), "machine": machine(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": "python bench/ann.py " + " ".join(argv or sys.argv[1:])}
+    out = Path(args.out)
+    atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+    cols = ["dense_index", "factory", "build_seconds", "size_mb", "open_seconds", "recall@10_vs_flat",
+            "dense_only_single_hit@10", "dense_only_single_mrr@10", "dense_only_multi_recall@10",
+            "p50_ms_batch1", "p95_ms_batch1", "p50_ms_batch16", "p95_ms_batch16"]
+    lines = ["# Dense index types: ANN against flat", "", f"Command: `{data['command']}`", "",
+             f"Machine: {describe(data['machine'])}; {data['date']}. {rows[0]['passages'] if rows else 0} passages, "
+             f"{len(questions)} questions.", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in rows:
+        lines.append("| " + " | ".join("" if r.get(c) is None else str(r[c]) for c in cols) + " |")
+    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
