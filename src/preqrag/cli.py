@@ -1,6 +1,8 @@
 """The ``preqrag`` command line (typer + rich).
 
     preqrag index --corpus CORPUS --index IDX         build an index
+    preqrag index --corpus CORPUS --index S --shard i/N   build shard i of N (cluster jobs)
+    preqrag index merge S0 S1 ... --index IDX         merge the N shards into one index
     preqrag ask --index IDX "question"               answer one question
     preqrag run --index IDX QUESTIONS -o OUT.jsonl   answer a question file (resumable)
     preqrag classify QUESTIONS -o PRED.jsonl         single/multi classification
@@ -46,36 +48,87 @@ def _config(path: Optional[Path]) -> PipelineConfig:
         raise typer.Exit(2)
 
 
-@app.command()
-def index(corpus: Path = typer.Option(..., "--corpus", exists=True, dir_okay=False,
-                                      help="JSONL(.gz) or Parquet corpus with id, text."),
-          index_dir: Path = typer.Option(..., "--index", help="Index directory to create."),
-          config: Optional[Path] = ConfigOpt,
-          overwrite: bool = typer.Option(False, help="Replace an existing index."),
-          sparse_only: bool = typer.Option(False, "--sparse-only", help="BM25 only, no dense index.")):
-    """Chunk a corpus into passages and build the BM25 and dense indexes."""
+index_app = typer.Typer(add_completion=False, help="Build an index (one go, or one shard of N), or merge shards.")
+app.add_typer(index_app, name="index")
+
+
+def _progress_bar():
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                   TimeElapsedColumn(), console=err)
+    tasks: dict[str, int] = {}
+
+    def progress(phase: str, done: int, total: int):
+        if phase not in tasks:
+            tasks[phase] = bar.add_task(phase, total=total or None)
+        bar.update(tasks[phase], completed=done, total=total or None)
+
+    return bar, progress
+
+
+@index_app.callback(invoke_without_command=True)
+def index(ctx: typer.Context,
+          corpus: Optional[Path] = typer.Option(None, "--corpus", exists=True, dir_okay=False,
+                                                help="JSONL(.gz) or Parquet corpus with id, text."),
+          index_dir: Optional[Path] = typer.Option(None, "--index", help="Index (or shard) directory to create."),
+          config: Optional[Path] = ConfigOpt,
+          overwrite: bool = typer.Option(False, help="Replace an existing index."),
+          sparse_only: bool = typer.Option(False, "--sparse-only", help="BM25 only, no dense index."),
+          shard: Optional[str] = typer.Option(None, "--shard", help=(
+              "i/N: chunk and encode only documents o with o % N == i (one job of a Slurm array, Kubernetes "
+              "jobs ...); combine the N shard directories with `preqrag index merge`."))):
+    """Chunk a corpus into passages and build the BM25 and dense indexes (or one shard of them)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    if corpus is None or index_dir is None:
+        err.print("[red]error:[/red] --corpus and --index are required (or: preqrag index merge SHARD... --index IDX)")
+        raise typer.Exit(2)
     from .index import build_index
+    from .shards import build_shard, parse_shard
 
     cfg = _config(config)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
-                  TimeElapsedColumn(), console=err) as bar:
-        tasks: dict[str, int] = {}
-
-        def progress(phase: str, done: int, total: int):
-            if phase not in tasks:
-                tasks[phase] = bar.add_task(phase, total=total or None)
-            bar.update(tasks[phase], completed=done, total=total or None)
-
+    bar, progress = _progress_bar()
+    with bar:
         try:
-            manifest = build_index(corpus, index_dir, cfg, overwrite=overwrite, dense=not sparse_only,
-                                   progress=progress)
+            if shard is not None:
+                if sparse_only:
+                    raise ValueError("--shard builds passages and vectors; BM25 is built by `preqrag index merge`")
+                i, n = parse_shard(shard)
+                manifest = build_shard(corpus, index_dir, cfg, i, n, overwrite=overwrite, progress=progress)
+            else:
+                manifest = build_index(corpus, index_dir, cfg, overwrite=overwrite, dense=not sparse_only,
+                                       progress=progress)
         except (FileExistsError, ValueError) as e:
             err.print(f"[red]error:[/red] {e}")
             raise typer.Exit(2)
-    err.print(f"indexed {manifest['corpus']['n_documents']} documents into {manifest['n_passages']} passages "
-              f"in {manifest['seconds']['total']:.1f}s ({manifest['size_bytes'] / 1e6:.1f} MB) -> {index_dir}")
+    if shard is not None:
+        err.print(f"shard {shard}: {manifest['n_documents']} of {manifest['corpus']['n_documents']} documents, "
+                  f"{manifest['n_passages']} passages in {manifest['seconds']['total']:.1f}s -> {index_dir}")
+    else:
+        err.print(f"indexed {manifest['corpus']['n_documents']} documents into {manifest['n_passages']} passages "
+                  f"in {manifest['seconds']['total']:.1f}s ({manifest['size_bytes'] / 1e6:.1f} MB) -> {index_dir}")
+    typer.echo(json.dumps(manifest, indent=2))
+
+
+@index_app.command("merge")
+def index_merge(shards: list[Path] = typer.Argument(..., help="The N shard directories (any order)."),
+                index_dir: Path = typer.Option(..., "--index", help="Index directory to create."),
+                config: Optional[Path] = ConfigOpt,
+                overwrite: bool = typer.Option(False, help="Replace an existing index.")):
+    """Merge shards 0..N-1 into one index (global BM25 statistics; same top-k as a one-shot build)."""
+    from .shards import merge_shards
+
+    cfg = _config(config)
+    bar, progress = _progress_bar()
+    with bar:
+        try:
+            manifest = merge_shards(shards, index_dir, cfg, overwrite=overwrite, progress=progress)
+        except (FileExistsError, ValueError) as e:
+            err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2)
+    err.print(f"merged {manifest['shards']} shards: {manifest['n_passages']} passages "
+              f"({manifest['size_bytes'] / 1e6:.1f} MB) -> {index_dir}")
     typer.echo(json.dumps(manifest, indent=2))
 
 

@@ -1,0 +1,92 @@
+"""Sharded builds (issue 11 §5): N shard builds + merge = the one-shot index, row for row."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from preqrag.index import Index
+from preqrag.shards import build_shard, merge_shards, parse_shard
+
+
+@pytest.fixture(scope="module")
+def merged(small_corpus, test_config, tmp_path_factory):
+    d = tmp_path_factory.mktemp("shards")
+    dirs = []
+    for i in range(3):
+        m = build_shard(small_corpus[0], d / f"s{i}", test_config, i, 3)
+        assert m["shard"] == [i, 3] and m["n_passages"] > 0
+        dirs.append(d / f"s{i}")
+    manifest = merge_shards(list(reversed(dirs)), d / "index", test_config)  # any order
+    return d / "index", dirs, manifest
+
+
+def test_merged_index_equals_one_shot_build(merged, small_index, small_corpus, test_config):
+    out, _, manifest = merged
+    one = json.loads((small_index / "manifest.json").read_text())
+    assert manifest["shards"] == 3 and manifest["n_passages"] == one["n_passages"]
+    assert manifest["corpus"]["sha256"] == one["corpus"]["sha256"]
+    a = pq.read_table(small_index / "passages.parquet").to_pydict()
+    b = pq.read_table(out / "passages.parquet").to_pydict()
+    assert a == b  # same passages, same row order
+    x, y = Index.open(small_index, test_config), Index.open(out, test_config)
+    questions = [q["question"] for q in small_corpus[2]] + ["the", "solar panels efficiency"]
+    for ra, rb in zip(x.sparse.search(questions, 10), y.sparse.search(questions, 10)):
+        assert ra.ids == rb.ids and np.allclose(ra.scores, rb.scores)  # global BM25 statistics
+    for ra, rb in zip(x.dense.search(questions, 10), y.dense.search(questions, 10)):
+        assert ra.ids == rb.ids and np.allclose(ra.scores, rb.scores, atol=1e-5)
+
+
+def test_per_shard_bm25_would_differ(merged, small_index, small_corpus, test_config, tmp_path):
+    """The reason for merging BM25 globally: an index of one shard's passages scores the same
+    passage differently (other document frequencies and mean length)."""
+    from preqrag.retrieval.bm25 import BM25Retriever, build_bm25
+
+    _, dirs, _ = merged
+    t = pq.read_table(dirs[0] / "passages.parquet").to_pydict()
+    build_bm25(t["text"], test_config.bm25, tmp_path / "bm25")
+    local = BM25Retriever(tmp_path / "bm25", t["id"], test_config.bm25)
+    full = Index.open(small_index, test_config).sparse
+    q = small_corpus[2][0]["question"]
+    lr, fr = local.search([q], 5)[0], full.search([q], 200)[0]
+    common = [pid for pid in lr.ids if pid in fr.ids]
+    assert common
+    assert any(abs(lr.scores[lr.ids.index(p)] - fr.scores[fr.ids.index(p)]) > 1e-6 for p in common)
+
+
+def test_merge_refuses_incomplete_or_mixed_sets(merged, small_corpus, test_config, tmp_path):
+    _, dirs, _ = merged
+    with pytest.raises(ValueError, match="2/3 missing"):
+        merge_shards(dirs[:2], tmp_path / "a", test_config)
+    with pytest.raises(ValueError, match="given twice"):
+        merge_shards([dirs[0], dirs[0], dirs[1], dirs[2]], tmp_path / "b", test_config)
+    with pytest.raises(ValueError, match="not a finished shard"):
+        merge_shards([tmp_path], tmp_path / "c", test_config)
+    other = test_config.model_copy(update={"bm25": test_config.bm25.model_copy(update={"k1": 0.9})})
+    with pytest.raises(ValueError, match="BM25"):
+        merge_shards(dirs, tmp_path / "d", other)
+    for bad in ("3/3", "1", "a/b", "0/0"):
+        with pytest.raises(ValueError, match="i/N"):
+            parse_shard(bad)
+    assert parse_shard(" 2/8 ") == (2, 8)
+
+
+def test_cli_shard_and_merge(small_corpus, tmp_path):
+    corpus = small_corpus[0]
+    base = [sys.executable, "-m", "preqrag.cli", "index"]
+    for i in range(2):
+        r = subprocess.run(base + ["--corpus", str(corpus), "--index", str(tmp_path / f"s{i}"), "--shard", f"{i}/2"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    r = subprocess.run(base + ["merge", str(tmp_path / "s0"), str(tmp_path / "s1"), "--index", str(tmp_path / "idx")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["shards"] == 2
+    r = subprocess.run(base + ["merge", str(tmp_path / "s0"), "--index", str(tmp_path / "idx2")],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "1/2 missing" in r.stderr
