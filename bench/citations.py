@@ -159,6 +159,36 @@ def calibrate(index: Path, attributor: Attributor) -> dict:
             "grid": rows, "best": best}
 
 
+def reference_all(index: Path, attributor: Attributor) -> dict:
+    """All smoke reference answers attributed to the top-3 passages of the ``hybrid`` preset
+    (rerank depth 12): attribution quality on every smoke question, without the generator."""
+    from preqrag.config import load_config
+    from preqrag.pipeline import Pipeline
+    from preqrag.records import Question
+
+    qs = load_jsonl(BENCH / "smoke.jsonl")
+    cfg = load_config(None, pipeline="hybrid", overrides={"reranker": {"depth": CAL_DEPTH}})
+    pipeline = Pipeline.from_config(index, cfg)
+    traces = []
+    for i in range(0, len(qs), 8):
+        traces += pipeline.retrieve([Question(id=q["id"], question=q["question"]) for q in qs[i:i + 8]])
+    texts = pipeline.index.text
+    items = [(split_sentences(q["answer"]), [texts(pid) for pid in t.context_ids]) for q, t in zip(qs, traces)]
+    cites = attributor.attribute_many(items)
+    golds = [q["gold_doc_ids"] for q in qs]
+    res = {"questions": len(qs), "context_top_k": cfg.generator.context_top_k, "rerank_depth": CAL_DEPTH,
+           "context_recall": context_recall([t.context_ids for t in traces], golds),
+           "all": score_citations([([[t.context_ids[j] for j in row] for row in cs], g)
+                                   for cs, t, g in zip(cites, traces, golds)])}
+    for n in (1, 2):
+        sel = [i for i, q in enumerate(qs) if q["n_gold"] == n]
+        res[f"n_gold_{n}"] = score_citations([([[traces[i].context_ids[j] for j in row] for row in cites[i]], golds[i])
+                                              for i in sel])
+        res[f"n_gold_{n}"]["context_recall"] = context_recall([traces[i].context_ids for i in sel],
+                                                              [golds[i] for i in sel])
+    return res
+
+
 def measure(answers: Path, threshold: float, cache_dir: Path) -> dict:
     from preqrag.trec.export import read_run
 
@@ -266,7 +296,24 @@ def markdown(res: dict) -> str:
         r = m[key]
         lines.append(f"| {label} | {how} | {r['precision']} | {r['recall']} | {r['f1']} | {r['cited_passages']} |")
     lines += ["", f"System answers: {m['system_sentences']} sentences, {m['system_uncited_sentences']} citing nothing.",
-              "", "Gold documents are the documents each question was generated from; a passage of another document "
+              ""]
+    ra = res.get("reference_all")
+    if ra:
+        lines += [
+            "## 3. All smoke reference answers", "",
+            f"The {ra['questions']} reference answers of `smoke.jsonl` attributed at threshold {res['threshold']} to "
+            f"the top-{ra['context_top_k']} passages of the `hybrid` preset (rerank depth {ra['rerank_depth']}): "
+            "attribution alone, on every smoke question, without the generator.", "",
+            f"Command: `{res['commands']['reference']}`", "",
+            "| questions | precision | recall | F1 | context recall | cited passages |", "|---|---|---|---|---|---|",
+            f"| all ({ra['all']['answers']}) | {ra['all']['precision']} | {ra['all']['recall']} | {ra['all']['f1']} | "
+            f"{ra['context_recall']} | {ra['all']['cited_passages']} |"]
+        for n in (1, 2):
+            r = ra[f"n_gold_{n}"]
+            lines.append(f"| {n} gold document{'s' if n == 2 else ''} ({r['answers']}) | {r['precision']} | "
+                         f"{r['recall']} | {r['f1']} | {r['context_recall']} | {r['cited_passages']} |")
+        lines.append("")
+    lines += ["Gold documents are the documents each question was generated from; a passage of another document "
               "may support a sentence as well, so precision is a lower bound. Recall is bounded by the context "
               "recall above.", ""]
     return "\n".join(lines)
@@ -278,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--answers", type=Path, help="preqrag run answers on smoke.jsonl (not for --step calibrate).")
     ap.add_argument("--run-config", type=Path, help="The --config the answers were made with (recorded).")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "citations")
-    ap.add_argument("--step", choices=["all", "calibrate", "measure"], default="all", help=(
+    ap.add_argument("--step", choices=["all", "calibrate", "reference", "measure"], default="all", help=(
         "calibrate only (writes the JSON without the smoke figures), measure only (reuses the calibration "
         "in the JSON), or both."))
     args = ap.parse_args(argv)
@@ -291,6 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     if chosen != DEFAULT_THRESHOLD:
         log(f"NOTE: calibrated threshold {chosen} != preqrag.citations.DEFAULT_THRESHOLD {DEFAULT_THRESHOLD}; "
             "measuring with the calibrated one (update DEFAULT_THRESHOLD)")
+    if args.step == "reference":
+        old = json.loads(args.out.with_suffix(".json").read_text())
+        old["reference_all"] = reference_all(args.index, Attributor(attributor.scorer, threshold=chosen))
+        atomic_write_text(args.out.with_suffix(".json"), json.dumps(old, indent=2) + "\n")
+        log(f"reference answers: {old['reference_all']['all']}")
+        return 0
     if args.step == "calibrate":
         atomic_write_text(args.out.with_suffix(".json"), json.dumps({"calibration": cal}, indent=2) + "\n")
         log(f"calibrated: threshold {chosen} (F1 {cal['best']['f1']}); wrote {args.out}.json")
@@ -310,9 +363,16 @@ def main(argv: list[str] | None = None) -> int:
                f"preqrag index --corpus ../shared/liverag-bench/smoke_corpus.jsonl.gz --index {args.index}",
                f"preqrag run --index {args.index} ../shared/liverag-bench/smoke.jsonl -o {args.answers}{cfg_arg}"],
                "calibrate": f"PYTHONPATH=src python bench/citations.py --index {args.index} --step calibrate",
+               "reference": f"PYTHONPATH=src python bench/citations.py --index {args.index} --step reference",
                "measure": f"PYTHONPATH=src python bench/citations.py --index {args.index} --answers {args.answers}"
                           + (f" --run-config {args.run_config}" if args.run_config else "") + " --step measure"},
            "calibration": cal, "measure": m}
+    if args.out.with_suffix(".json").exists():
+        old = json.loads(args.out.with_suffix(".json").read_text())
+        if "reference_all" in old:
+            res["reference_all"] = old["reference_all"]
+    if args.step == "all":
+        res["reference_all"] = reference_all(args.index, Attributor(attributor.scorer, threshold=chosen))
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(res, indent=2) + "\n")
     atomic_write_text(args.out.with_suffix(".md"), markdown(res))
     log(f"wrote {args.out}.json/.md")
