@@ -44,6 +44,9 @@ Steps:
      without the 135M generator's errors);
    * two baselines on the same answers: every sentence cites every context passage, and every
      sentence cites only its best-scoring passage (no threshold).
+3. **reference**: all 60 smoke reference answers attributed to the top-3 passages of the
+   ``hybrid`` preset (rerank depth 12), by number of gold documents: the attribution alone on
+   every smoke question (the calibration questions are nearly all single-document ones).
 
 Writes ``docs/bench/citations.json`` and ``docs/bench/citations.md``.
 """
@@ -259,8 +262,10 @@ def markdown(res: dict) -> str:
         "## 1. Threshold calibration", "",
         f"{cal['questions']} dev questions (not smoke questions, gold documents in the smoke corpus and disjoint "
         f"from the smoke questions' gold documents); their reference answers attributed to the top-"
-        f"{cal['context_top_k']} passages of the `hybrid` preset on the smoke index (context recall "
-        f"{cal['context_recall']}); {cal['pairs']} pairs scored in {cal['seconds_scoring']} s.", "",
+        f"{cal['context_top_k']} passages of the `hybrid` preset on the smoke index, rerank depth "
+        f"{cal.get('rerank_depth')} (context recall {cal['context_recall']}; {cal['best']['gold_documents']} gold "
+        f"documents: {cal['best']['gold_documents'] - cal['questions']} of the questions have two, the others one); "
+        f"{cal['pairs']} pairs scored in {cal['seconds_scoring']} s on the shared machine.", "",
         f"Command: `{cmd_cal}`", "",
         "| threshold | precision | recall | F1 | cited passages |", "|---|---|---|---|---|",
     ]
@@ -330,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         "in the JSON), or both."))
     args = ap.parse_args(argv)
     attributor = load_attributor()  # max_per_sentence; the calibration's scorer
-    if args.step == "measure":
+    if args.step in ("measure", "reference"):
         cal = json.loads(args.out.with_suffix(".json").read_text())["calibration"]
     else:
         cal = calibrate(args.index, attributor)
