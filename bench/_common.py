@@ -41,9 +41,15 @@ def describe(m: dict) -> str:
 def final_retrieval_columns(traces: list, questions: list) -> dict:
     """The ladder's retrieval columns of the ``final`` ranking at document level (ranx, via
     preqrag.evaluation.evaluate_retrieval): single hit@1 / hit@10 / MRR@10, multi recall@10 /
-    all@10, shared by bench/ablation.py and bench/presets.py."""
-    from preqrag.evaluation import evaluate_retrieval
+    all@10, shared by bench/ablation.py and bench/presets.py.
 
+    Raises:
+        preqrag.learned.guard.TrainedOnError: a learned model of the traces was trained on some of
+            ``questions``."""
+    from preqrag.evaluation import evaluate_retrieval
+    from preqrag.learned.guard import check_traces
+
+    check_traces(traces, questions)  # a learned model must not be scored on its training questions
     m = evaluate_retrieval(traces, questions, stages=["final"])
     block = m["metrics"]["final"]["breakdown"]["all"]["all"]
     single, multi = block["single"], block["multi"]

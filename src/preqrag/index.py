@@ -59,13 +59,47 @@ def _save_shard(path: Path, embeddings: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+_MODEL_HASHES: dict[tuple, str] = {}
+MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".onnx", ".json", ".txt", ".model")
+"""Files of a model directory that :func:`model_sha256` covers (weights, tokenizer, configuration)."""
+
+
+def model_sha256(location: str | Path) -> str | None:
+    """Fingerprint of a local model: SHA-256 over the relative path and SHA-256 of every weight,
+    tokenizer and configuration file (:data:`MODEL_FILE_SUFFIXES`; ``preqrag_training.json`` left out)
+    of a model directory, or of a single model file. ``None`` for a hub name (not on disk).
+    Cached per process by path, size and modification time."""
+    root = Path(location)
+    if not root.exists():
+        return None
+    files = [root] if root.is_file() else sorted(
+        f for f in root.rglob("*") if f.is_file() and f.suffix in MODEL_FILE_SUFFIXES
+        and f.name != "preqrag_training.json")
+    key = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    if key not in _MODEL_HASHES:
+        h = hashlib.sha256()
+        for f in files:
+            h.update(f"{f.relative_to(root) if f != root else f.name}\0{file_sha256(f)}\n".encode("utf-8"))
+        _MODEL_HASHES[key] = h.hexdigest()
+    return _MODEL_HASHES[key]
+
+
+def _embedder_sha256(cfg: PipelineConfig) -> str | None:
+    from .registry import resolve
+
+    try:
+        return model_sha256(resolve(cfg.embedder.name).location)
+    except FileNotFoundError:
+        return None
+
+
 def _settings(cfg: PipelineConfig, encoder: Encoder, max_tokens: int) -> dict:
     return {
         "chunking": {"max_tokens": max_tokens, "overlap_tokens": cfg.chunking.overlap_tokens,
                      "splitter": "semantic-text-splitter"},
         "bm25": cfg.bm25.model_dump(),
         "embedder": {"name": encoder.name, "dim": int(encoder.dim), "max_seq_length": int(encoder.max_seq_length),
-                     "passage_prefix": cfg.embedder.passage_prefix},
+                     "passage_prefix": cfg.embedder.passage_prefix, "model_sha256": _embedder_sha256(cfg)},
     }
 
 
@@ -213,7 +247,9 @@ class Index:
         """Open ``index_dir`` for the configuration ``cfg``.
 
         Raises:
-            IndexOpenError: not an index, or built with another embedder / BM25 settings than
+            IndexOpenError: not an index, or built with another embedder (name, or the model files'
+                fingerprint recorded as ``embedder.model_sha256``: a re-trained encoder at the same
+                path) / BM25 settings than
                 ``cfg`` names (retrieval would silently compare incompatible vectors).
         """
         index_dir = Path(index_dir)
@@ -226,6 +262,14 @@ class Index:
             raise IndexOpenError(
                 f"{index_dir} was built with embedder {built!r} but the configuration asks for "
                 f"{cfg.embedder.name!r}; set [embedder] name = \"{built}\" or rebuild the index")
+        built_sha = manifest["embedder"].get("model_sha256")
+        if manifest.get("dense", True) and built_sha:
+            current = _embedder_sha256(cfg)
+            if current is not None and current != built_sha:
+                raise IndexOpenError(
+                    f"{index_dir} was built with another version of the embedder {built!r} (model sha256 "
+                    f"{built_sha[:12]}, now {current[:12]}: retrained or replaced); rebuild the index with "
+                    "`preqrag index`")
         if manifest["bm25"] != cfg.bm25.model_dump():
             raise IndexOpenError(f"{index_dir}: BM25 settings differ from the configuration "
                               f"(index: {manifest['bm25']}, config: {cfg.bm25.model_dump()})")

@@ -109,6 +109,9 @@ def register(app) -> None:
                                         "answers of each run."),
         breakdown_stage: str = typer.Option(None, "--breakdown-stage", help="Stage of the breakdown "
                                             "tables (default: final)."),
+        allow_trained_on: bool = typer.Option(False, "--allow-trained-on", help="Score a run whose learned "
+                                              "models (train-ranker, train-encoder) were trained on some of the "
+                                              "evaluated questions (refused by default: in-sample figures)."),
     ) -> None:
         """Score runs against gold documents/answers and write report.md, report.html, metrics.json."""
         if name and len(name) != len(runs):
@@ -130,6 +133,15 @@ def register(app) -> None:
                 raise typer.BadParameter(str(e), param_hint="RUNS") from e
         for r, n in zip(loaded, _unique([r.name for r in loaded])):
             r.name = n
+        if not allow_trained_on:
+            from ..learned.guard import TrainedOnError, check_traces
+
+            for r in loaded:
+                try:
+                    check_traces(r.traces, qs)
+                except TrainedOnError as e:
+                    typer.echo(f"error: {r.name}: {e}", err=True)
+                    raise typer.Exit(2)
         llm = model = None
         if judge:
             from ..config import ConfigError, load_config
