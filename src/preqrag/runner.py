@@ -55,7 +55,8 @@ class RunSummary:
     """Questions answered per degradation level (``"0"``: the full pipeline)."""
     deadline: dict | None = None
     """With a deadline: its record (:meth:`preqrag.deadline.Deadline.to_dict`), ``level_names``,
-    ``finished_before_deadline``, ``seconds_left``, ``fallbacks`` (answers made extractive
+    ``finished_before_deadline`` (this run's last answer was written before it; true when it wrote
+    none), ``seconds_left`` (at the end of the run), ``fallbacks`` (answers made extractive
     after an LLM call ran out of time or failed) and ``batches`` (each batch's plan and time,
     :attr:`preqrag.deadline.DeadlineRunner.batches`)."""
 
@@ -164,10 +165,12 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
     else:
         answered_batches = _answered_batches(pipeline, batches)
     levels: list[int] = []
+    last_write: float | None = None  # when this run's last answers were written (epoch seconds)
     for done_count, outcomes in answered_batches:
         traces = [o.trace.model_dump(mode="json") for o in outcomes if o.trace is not None and o.answer is not None]
         append_jsonl(sidecar(output, "traces"), traces)  # traces first: an answer never lacks its trace
         append_jsonl(output, [o.answer.model_dump(mode="json") for o in outcomes if o.answer is not None])
+        last_write = time.time()
         for o in outcomes:
             if o.failure is not None:
                 failures.append(o.failure)
@@ -190,7 +193,9 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
     if deadline is not None:
         left = deadline.at.timestamp() - time.time()
         summary.deadline = {**deadline.to_dict(), "level_names": list(pipeline.cfg.deadline.levels),
-                            "finished_before_deadline": left >= 0, "seconds_left": round(left, 3),
+                            # the last answer of this run was written in time (true when it wrote none)
+                            "finished_before_deadline": last_write is None or last_write <= deadline.at.timestamp(),
+                            "seconds_left": round(left, 3),
                             "fallbacks": runner.fallbacks if runner is not None else 0,
                             "batches": runner.batches if runner is not None else []}
     stats = {"started": started, "questions_file": str(questions_path), **summary.to_dict()}
