@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from preqrag.config import ConfigError, load_config
 from preqrag.io import read_questions
-from preqrag.learned.guard import TrainedOnError, check_traces
+from preqrag.learned.guard import TrainedOnError, check_models, check_traces
 from preqrag.learned.ranker import LearnedRanker, RankerFileError, RankerParams
 from preqrag.learned.train import (baseline_doc_rankings, collect_traces, doc_metrics, fit, folds_of,
                                    learned_doc_rankings, question_groups, training_config)
@@ -30,11 +30,23 @@ TINY = RankerParams(num_trees=30, min_data_in_leaf=1, num_threads=1)
 
 @pytest.fixture(scope="module")
 def sparse_index(tmp_path_factory):
+    """BM25-only index of the smoke questions' gold documents plus the first 60 other smoke documents."""
+    import gzip
+
     from preqrag.index import build_index
 
-    out = tmp_path_factory.mktemp("sparse") / "index"
-    build_index(bench_file(SMOKE_CORPUS), out, load_config(None, SPARSE), dense=False)
-    return out
+    gold = {d for line in open(bench_file(SMOKE), encoding="utf-8") for d in json.loads(line)["gold_doc_ids"]}
+    docs, others = [], 0
+    with gzip.open(bench_file(SMOKE_CORPUS), "rt", encoding="utf-8") as fh:
+        for line in fh:
+            d = json.loads(line)
+            if d["id"] in gold or others < 60:
+                others += d["id"] not in gold
+                docs.append(line)
+    d = tmp_path_factory.mktemp("sparse")
+    (d / "corpus.jsonl").write_text("".join(docs), encoding="utf-8")
+    build_index(d / "corpus.jsonl", d / "index", load_config(None, SPARSE), dense=False)
+    return d / "index"
 
 
 @pytest.fixture(scope="module")
@@ -123,15 +135,14 @@ def test_evaluation_refuses_trained_on_questions(trained, sparse_index, smoke_qu
     res = CliRunner().invoke(app, ["eval", str(run), "--questions", str(SMOKE), "-o", str(tmp_path / "rep"),
                                    "--allow-trained-on"])
     assert res.exit_code == 0, res.output
-    # held-out questions pass: a model trained on the first 40 questions, scored on the other 20
-    traces = {str(t.id): t for t in got}
-    small = fit(smoke_questions[:40], {**collect_traces(Pipeline.from_config(sparse_index, training_config(
-        load_config(cfg_path))), smoke_questions, path.with_name("ranker.traces.jsonl"))}, TINY)
+    # held-out questions pass: a model trained on the first 40 questions, checked against the other 20
+    _, _, traces = trained
     held = tmp_path / "held.json"
-    small.save(held)
-    cfg2 = load_config(cfg_path, {"merge": {"name": "learned", "model": str(held)}})
-    check_traces(Pipeline.from_config(sparse_index, cfg2).retrieve(smoke_questions[40:43]), smoke_questions)
-    assert traces
+    sha = fit(smoke_questions[:40], traces, TINY).save(held)
+    model = {"kind": "ranker", "path": str(held), "sha256": sha}
+    check_models([model], smoke_questions[40:])
+    with pytest.raises(TrainedOnError):
+        check_models([model], smoke_questions[39:])
 
 
 def test_bad_model_file_gives_a_clear_config_error(trained, tmp_path):
@@ -167,6 +178,7 @@ def test_cv_folds_never_share_a_gold_document(smoke_questions):
         assert not train_docs & {d for i in test for d in gold_docs(smoke_questions[i])}
 
 
+@pytest.mark.slow
 def test_train_encoder_changes_weights_and_pulls_positives_closer(small_index, small_corpus, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -175,13 +187,13 @@ def test_train_encoder_changes_weights_and_pulls_positives_closer(small_index, s
     from preqrag.registry import resolve
 
     qs, _ = read_questions(small_corpus[1])
-    cfg = training_config(load_config(None, {"pipeline": "hybrid", "reranker": {"depth": 8}}))
+    cfg = training_config(load_config(None, {"pipeline": "hybrid", "reranker": {"name": "none"}}))
     pipeline = Pipeline.from_config(small_index, cfg)
     out = tmp_path / "enc"
-    params = EncoderParams(epochs=3, batch_size=3, hard_negatives=1, learning_rate=1e-4, max_seq_length=64,
+    params = EncoderParams(epochs=2, batch_size=3, hard_negatives=1, learning_rate=1e-4, max_seq_length=64,
                            checkpoint_every=2, seed=0, threads=2)
     record = train_encoder(pipeline, qs, out, params)
-    assert record["steps"] == 9 and (out / "preqrag_training.json").exists()
+    assert record["steps"] == 6 and (out / "preqrag_training.json").exists()
     assert record["model_sha256"] == model_sha256(out)
     assert not (tmp_path / "enc.checkpoint").exists()
     base_dir = resolve(cfg.embedder.name).location

@@ -141,7 +141,8 @@ def _save_checkpoint(ckpt: Path, model, optimizer, scheduler, state: dict) -> No
 
 
 def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, params: EncoderParams, *,
-                  progress: Callable[[str, int, int], None] | None = None) -> dict:
+                  progress: Callable[[str, int, int], None] | None = None,
+                  traces: dict[str, Trace] | None = None) -> dict:
     """Fine-tune the pipeline's embedder on ``questions`` and write it to ``output``.
 
     Args:
@@ -152,6 +153,9 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
         output: the model directory to write (replaced when it exists).
         params: :class:`EncoderParams`.
         progress: ``progress(phase, done, total)`` (phases ``retrieving``, ``training``).
+        traces: retrieval traces of ``questions`` already at hand (``{question key: Trace}`` from
+            :func:`preqrag.learned.train.collect_traces` with the same pipeline); ``None``: retrieved
+            now, cached in ``<output>.traces.jsonl``.
 
     Returns:
         The training record written to ``output/preqrag_training.json``.
@@ -179,8 +183,9 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
                          "fine-tuned; use a sentence-transformers model (e.g. sentence-transformers/all-MiniLM-L6-v2)")
     cache = output.with_name(output.name + ".traces.jsonl")
     output.parent.mkdir(parents=True, exist_ok=True)
-    traces = collect_traces(pipeline, questions, cache, progress=(lambda d, t: progress("retrieving", d, t))
-                            if progress else None)
+    if traces is None:
+        traces = collect_traces(pipeline, questions, cache, progress=(lambda d, t: progress("retrieving", d, t))
+                                if progress else None)
     first: dict[str, str] = {}
     for pid in pipeline.index.passage_ids:
         first.setdefault(_doc_of(pid), pid)

@@ -1,0 +1,266 @@
+"""Issue 14: cross-validated gains of the learned ranker and the fine-tuned encoder, written to
+docs/bench/learned.json + .md.
+
+Questions: the same fixed-seed sample as bench/ablation.py (``random.Random(0).sample`` of the file,
+``--sample``), those with gold documents. Folds: ``--folds`` K, scikit-learn ``GroupKFold`` on the
+connected components of questions sharing a gold document (preqrag.learned.train.folds_of), so no
+document is in both a training and a test fold. Every learned figure is on held-out folds; each
+fold's model is checked against its test questions (preqrag.learned.guard) before it is scored.
+
+Rows (ablation columns + ``cross_validated``; quality of the ``final`` ranking at document level):
+  hybrid-rerank           the ladder's row (BM25 + dense, union, cross-encoder; no training)
+  learned-ranker          + [merge] name = "learned" (LambdaMART trained on the other folds)
+  dense-raw               dense retrieval only, base encoder            (--encoder)
+  dense-raw-tuned         dense only, encoder fine-tuned on the other folds, corpus re-indexed (--encoder)
+  hybrid-rerank-tuned     hybrid-rerank over the fine-tuned encoder's index  (--encoder)
+  both                    fine-tuned encoder + learned ranker (ranker trained on the tuned index's traces)
+                          (--encoder)
+Also per learned row: training wall seconds and peak RSS (each ranker fold trains in a spawned
+child process: peak = the largest child's max RSS; the encoder trains in the bench process: peak = that
+process's max RSS, retrieval models included), and for the ranker its query-time cost in ms/question (feature
+extraction + Booster.predict, and predict alone).
+
+Usage:
+  python bench/learned.py --index IDX --questions dev.jsonl [--corpus corpus.jsonl.gz --encoder]
+         [--sample 500] [--folds 5] [--workdir bench_work/learned] [--label NAME] [--out docs/bench/learned.json]
+Retrieval traces, fold models and fold indexes are kept in --workdir: a killed run resumes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import random
+import resource
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import describe, final_retrieval_columns, machine  # noqa: E402
+
+from preqrag.config import load_config  # noqa: E402
+from preqrag.evaluation.retrieval import gold_docs  # noqa: E402
+from preqrag.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.learned.guard import check_traces  # noqa: E402
+from preqrag.learned.ranker import LearnedMerge, RankerParams  # noqa: E402
+from preqrag.learned.train import collect_traces, fit, folds_of, training_config  # noqa: E402
+from preqrag.pipeline import Pipeline  # noqa: E402
+
+HYBRID_RERANK = {"rewriter": {"name": "none"}}
+DENSE_RAW = {"rewriter": {"name": "none"}, "retrieval": {"use_sparse": False}, "reranker": {"name": "none"}}
+
+
+def _config(base, overrides, embedder=None):
+    ov = {k: dict(v) for k, v in overrides.items()}
+    if embedder:
+        ov.setdefault("embedder", {})["name"] = embedder
+    return training_config(load_config(base, ov, pipeline="preqrag"))  # rows are changes to PreQRAG, as the ladder
+
+
+def _retrieve(index, cfg, qs, cache, batch_size):
+    pipeline = Pipeline.from_config(index, cfg)
+    t0 = time.perf_counter()
+    n0 = sum(1 for _ in open(cache)) - 1 if Path(cache).exists() else 0
+    traces = collect_traces(pipeline, qs, cache, batch_size=batch_size)
+    fresh = len(qs) - max(n0, 0)
+    spq = (time.perf_counter() - t0) / fresh if fresh > 0 else None
+    if spq is None:  # all cached: the traces' own per-stage seconds
+        spq = sum(sum(t.seconds.values()) for t in traces.values()) / len(traces)
+    return traces, round(spq, 4)
+
+
+def _fit_child(args):
+    qs, traces, params, path = args
+    t0 = time.perf_counter()
+    sha = fit(qs, traces, params).save(path)
+    return sha, time.perf_counter() - t0
+
+
+def _train_in_child(fn, args):
+    """Run ``fn(args)`` in a fresh (spawned) child process, so that its peak memory is its own; returns
+    (result, peak RSS MB of the children so far)."""
+    with mp.get_context("spawn").Pool(1) as pool:
+        result = pool.apply(fn, (args,))
+    return result, round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+
+
+def apply_ranker(model_path, qs, traces):
+    """Traces whose final ranking is the learned merge's; ms/question of the merge and of predict."""
+    merge = LearnedMerge(model_path)
+    out, merge_s, predict_s = {}, 0.0, 0.0
+    predict = merge.ranker.score
+
+    def timed_score(X):
+        nonlocal predict_s
+        t = time.perf_counter()
+        s = predict(X)
+        predict_s += time.perf_counter() - t
+        return s
+
+    merge.ranker.score = timed_score
+    for q in qs:
+        t = traces[q.key]
+        finals = t.rankings.get("reranked") or t.rankings.get("merged")
+        t0 = time.perf_counter()
+        ((final, extra),) = merge.merge([q.question], [t.classification], [t.rankings], [finals])
+        merge_s += time.perf_counter() - t0
+        rankings = {k: v for k, v in t.rankings.items() if k != "final"}
+        rankings["final"] = [final.top(100)]
+        rankings.update({k: [r.top(100) for r in v] for k, v in extra.items()})
+        out[q.key] = t.model_copy(update={"rankings": rankings, "learned_models": [merge.identity]})
+    return out, 1000 * merge_s / max(len(qs), 1), 1000 * predict_s / max(len(qs), 1)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--index", required=True, help="index built with the base encoder")
+    ap.add_argument("--questions", required=True)
+    ap.add_argument("--config", default=None, help="base preqrag.toml (rows override it)")
+    ap.add_argument("--corpus", default=None, help="the index's corpus (re-indexed per fold with --encoder)")
+    ap.add_argument("--encoder", action="store_true", help="also the fine-tuned encoder rows (re-indexes per fold)")
+    ap.add_argument("--sample", type=int, default=None, help="fixed-seed sample size (seed 0, as bench/ablation.py)")
+    ap.add_argument("--folds", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--num-trees", type=int, default=RankerParams.num_trees)
+    ap.add_argument("--min-data-in-leaf", type=int, default=RankerParams.min_data_in_leaf)
+    ap.add_argument("--encoder-epochs", type=int, default=1)
+    ap.add_argument("--encoder-max-steps", type=int, default=0)
+    ap.add_argument("--encoder-batch-size", type=int, default=32)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--workdir", default="bench_work/learned")
+    ap.add_argument("--label", default=None)
+    ap.add_argument("--out", default="docs/bench/learned.json")
+    args = ap.parse_args(argv)
+
+    questions, _ = read_questions(args.questions)
+    if args.sample and args.sample < len(questions):
+        questions = random.Random(0).sample(questions, args.sample)
+    qs = [q for q in questions if gold_docs(q)]
+    label = args.label or f"{Path(args.index).name} / {Path(args.questions).name} ({len(qs)} q, {args.folds}-fold CV)"
+    work = Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    folds = folds_of(qs, args.folds, args.seed)
+    params = RankerParams(num_trees=args.num_trees, min_data_in_leaf=args.min_data_in_leaf, seed=args.seed)
+    out = Path(args.out)
+    rows = json.loads(out.read_text()) if out.exists() else []
+    command = "python " + " ".join(sys.argv)
+
+    def emit(name, traces_by_q, spq, **extra):
+        nonlocal rows
+        tr = [traces_by_q[q.key].model_copy(update={"learned_models": []}) for q in qs]  # checked per fold
+        row = {"name": name, "label": label, "n_questions": len(qs), **final_retrieval_columns(tr, qs),
+               "seconds_per_question": spq, "cross_validated": True, "folds": args.folds, **extra,
+               "command": command}
+        print(json.dumps(row), flush=True)
+        rows = [r for r in rows if not (r["name"] == name and r.get("label") == label)] + [row]
+        atomic_write_text(out, json.dumps(rows, indent=1))
+
+    def learned_rows(base_traces, base_spq, tag, name):
+        learned, seconds, peak, ms, ms_predict = {}, [], 0.0, [], []
+        for k, (train, test) in enumerate(folds):
+            path = work / f"{tag}_fold{k}.ranker.json"
+            train_qs, test_qs = [qs[i] for i in train], [qs[i] for i in test]
+            (sha, secs), rss = _train_in_child(_fit_child, (train_qs, base_traces, params, str(path)))
+            seconds.append(secs)
+            peak = max(peak, rss)
+            got, m, mp_ = apply_ranker(path, test_qs, base_traces)
+            check_traces(list(got.values()), test_qs)  # the fold's model never saw its test questions
+            learned.update(got)
+            ms.append(m)
+            ms_predict.append(mp_)
+        emit(name, learned, round(base_spq + sum(ms) / len(ms) / 1000, 4), trained=True,
+             training_seconds_per_fold=round(sum(seconds) / len(seconds), 2), training_peak_rss_mb=peak,
+             ranker_ms_per_question=round(sum(ms) / len(ms), 3),
+             ranker_predict_ms_per_question=round(sum(ms_predict) / len(ms_predict), 3))
+
+    base_cfg = _config(args.config, HYBRID_RERANK)
+    base_traces, base_spq = _retrieve(args.index, base_cfg, qs, work / "hybrid-rerank.traces.jsonl", args.batch_size)
+    emit("hybrid-rerank", base_traces, base_spq, trained=False)
+    learned_rows(base_traces, base_spq, "base", "learned-ranker")
+
+    if args.encoder:
+        if not args.corpus:
+            ap.error("--encoder needs --corpus (the corpus is re-indexed with each fold's encoder)")
+        from preqrag.index import build_index
+        from preqrag.learned.encoder import EncoderParams, train_encoder
+
+        dense_traces, dense_spq = _retrieve(args.index, _config(args.config, DENSE_RAW), qs,
+                                            work / "dense-raw.traces.jsonl", args.batch_size)
+        emit("dense-raw", dense_traces, dense_spq, trained=False)
+        eparams = EncoderParams(epochs=args.encoder_epochs, batch_size=args.encoder_batch_size,
+                                max_steps=args.encoder_max_steps, seed=args.seed)
+        tuned = {"dense-raw-tuned": {}, "hybrid-rerank-tuned": {}, "both": {}}
+        spq = {k: [] for k in tuned}
+        enc_seconds, enc_peak, both_ms = [], 0.0, []
+        for k, (train, test) in enumerate(folds):
+            train_qs, test_qs = [qs[i] for i in train], [qs[i] for i in test]
+            model_dir = work / f"encoder_fold{k}"
+            if not (model_dir / "preqrag_training.json").exists():
+                pipeline = Pipeline.from_config(args.index, base_cfg)  # in this process (torch does not fork well):
+                train_encoder(pipeline, train_qs, model_dir, eparams,  # its peak RSS is this process's so far
+                              traces={q.key: base_traces[q.key] for q in train_qs})
+                enc_peak = max(enc_peak, round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
+            record = json.loads((model_dir / "preqrag_training.json").read_text())
+            enc_seconds.append(record["seconds"])
+            index_k = work / f"index_fold{k}"
+            cfg_k = _config(args.config, HYBRID_RERANK, embedder=str(model_dir))
+            if not (index_k / "manifest.json").exists():
+                build_index(args.corpus, index_k, cfg_k)
+            d_tr, d_spq = _retrieve(index_k, _config(args.config, DENSE_RAW, embedder=str(model_dir)), test_qs,
+                                    work / f"dense-raw-tuned_fold{k}.traces.jsonl", args.batch_size)
+            h_tr, h_spq = _retrieve(index_k, cfg_k, qs, work / f"hybrid-rerank-tuned_fold{k}.traces.jsonl",
+                                    args.batch_size)
+            for t in (d_tr, h_tr):
+                check_traces(list(t[q.key] for q in test_qs), test_qs)
+            tuned["dense-raw-tuned"].update({q.key: d_tr[q.key] for q in test_qs})
+            tuned["hybrid-rerank-tuned"].update({q.key: h_tr[q.key] for q in test_qs})
+            spq["dense-raw-tuned"].append(d_spq)
+            spq["hybrid-rerank-tuned"].append(h_spq)
+            path = work / f"tuned_fold{k}.ranker.json"
+            _train_in_child(_fit_child, (train_qs, h_tr, params, str(path)))
+            got, m, _ = apply_ranker(path, test_qs, h_tr)
+            check_traces(list(got.values()), test_qs)
+            tuned["both"].update(got)
+            both_ms.append(m)
+            spq["both"].append(h_spq + m / 1000)
+        for name, traces in tuned.items():
+            emit(name, traces, round(sum(spq[name]) / len(spq[name]), 4), trained=True,
+                 encoder_training_seconds_per_fold=round(sum(enc_seconds) / len(enc_seconds), 1),
+                 encoder_training_peak_rss_mb=enc_peak or None,
+                 **({"ranker_ms_per_question": round(sum(both_ms) / len(both_ms), 3)} if name == "both" else {}))
+    write_markdown(rows, out.with_suffix(".md"))
+    return 0
+
+
+def write_markdown(rows: list[dict], path: Path) -> None:
+    fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    lines = ["# Learned ranker and fine-tuned encoder (cross-validated)", "",
+             f"Machine: {describe(machine())}. Date: {datetime.date.today().isoformat()}.", "",
+             "Quality of the final ranking at document level on held-out folds (GroupKFold over questions "
+             "sharing gold documents); rows without training are scored on the same questions. Training "
+             "time and peak RSS per fold; ranker ms/question = feature extraction + LightGBM predict "
+             "(predict alone in the JSON). Each row's command is in learned.json.", ""]
+    for label in dict.fromkeys(r["label"] for r in rows):
+        lines += [f"## {label}", "",
+                  "| row | single hit@1 | single hit@10 | single MRR@10 | multi recall@10 | multi all@10 | "
+                  "s/question | ranker ms/q | training s/fold | training peak RSS MB |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            if r["label"] != label:
+                continue
+            train_s = r.get("training_seconds_per_fold", r.get("encoder_training_seconds_per_fold"))
+            rss = r.get("training_peak_rss_mb", r.get("encoder_training_peak_rss_mb"))
+            lines.append(f"| {r['name']} | {fmt(r['single_hit@1'])} | {fmt(r['single_hit@10'])} | "
+                         f"{fmt(r['single_mrr@10'])} | {fmt(r['multi_recall@10'])} | {fmt(r.get('multi_all@10'))} | "
+                         f"{r['seconds_per_question']:.3f} | {fmt(r.get('ranker_ms_per_question'))} | "
+                         f"{'–' if train_s is None else train_s} | {'–' if rss is None else rss} |")
+        cmds = list(dict.fromkeys(r["command"] for r in rows if r["label"] == label))
+        lines += ["", "Command: " + " ; ".join(f"`{c}`" for c in cmds), ""]
+    atomic_write_text(path, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
