@@ -4,6 +4,8 @@ Layout of an index directory::
 
     manifest.json      corpus hash, chunking/BM25/embedder settings, counts, phase timings
     passages.parquet   id, doc_id, position, text (row i = passage i)
+    passages.arrow     the same table, uncompressed Arrow IPC, memory-mapped at open
+    passages.lookup.npy  sorted (id hash, row) pairs: passage id -> row (preqrag.passages)
     bm25/              bm25s index
     dense.faiss        FAISS inner-product index of unit-norm passage embeddings ([index] dense_index:
                        flat by default, or HNSW / IVF-SQ8 / IVF-PQ; the type is in the manifest)
@@ -21,7 +23,7 @@ import os
 import resource
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,6 +33,7 @@ from .chunking import Chunker
 from .config import PipelineConfig
 from .encoders import load_encoder
 from .io import atomic_write_text, iter_corpus
+from .passages import PassageStore, write_store
 from .records import Passage
 from .retrieval.bm25 import BM25Retriever, build_bm25
 from .retrieval.dense import DenseRetriever, build_faiss
@@ -167,6 +170,8 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
     table = pa.table({"id": [p.id for p in passages], "doc_id": [p.doc_id for p in passages],
                       "position": [p.position for p in passages], "text": [p.text for p in passages]})
     pq.write_table(table, partial / "passages.parquet")
+    del table
+    write_store(partial / "passages.parquet", partial)  # memory-mapped passage store (preqrag.passages)
     seconds["chunking"] = time.perf_counter() - t
 
     # 2. sparse index
@@ -228,8 +233,8 @@ class Index:
 
     path: Path
     manifest: dict
-    passages: dict[str, Passage]
-    passage_ids: list[str]
+    passages: Mapping[str, Passage]
+    passage_ids: Sequence[str]
     sparse: BM25Retriever
     dense: DenseRetriever | None
     encoder: Encoder | None
@@ -273,12 +278,8 @@ class Index:
         if manifest["bm25"] != cfg.bm25.model_dump():
             raise IndexOpenError(f"{index_dir}: BM25 settings differ from the configuration "
                               f"(index: {manifest['bm25']}, config: {cfg.bm25.model_dump()})")
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(index_dir / "passages.parquet").to_pydict()
-        ids = table["id"]
-        passages = {pid: Passage(id=pid, doc_id=d, position=pos, text=txt)
-                    for pid, d, pos, txt in zip(ids, table["doc_id"], table["position"], table["text"])}
+        passages = PassageStore(index_dir)  # memory-mapped; nothing read per passage until asked
+        ids = passages.ids
         sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25, mmap=cfg.index.mmap)
         encoder = dense = None
         if manifest.get("dense", True):

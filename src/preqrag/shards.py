@@ -320,6 +320,9 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
         path = partial / f"emb_{len(vec_files):05d}.npy"
         _save_shard(path, np.stack(vec_buf).astype(np.float32))
         vec_files.append(path)
+    from .passages import write_store
+
+    write_store(partial / "passages.parquet", partial)
     if written != total or any(h is not None for h in heads):
         raise ValueError(f"merge: wrote {written} of {total} passages; a shard's doc_ordinal column does not "
                          "match the corpus (rebuild the shards)")
