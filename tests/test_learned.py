@@ -221,3 +221,38 @@ def test_train_encoder_changes_weights_and_pulls_positives_closer(small_index, s
     (fake / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(IndexOpenError, match="another version"):
         Pipeline.from_config(fake, load_config(None, {"pipeline": "hybrid"}))
+
+
+@pytest.mark.slow
+def test_train_encoder_resumes_from_its_checkpoint(small_index, small_corpus, tmp_path):
+    """A run interrupted after a checkpoint resumes there and ends with the weights of an
+    uninterrupted run (same seed, same data)."""
+    from sentence_transformers import SentenceTransformer
+
+    from preqrag.learned.encoder import EncoderParams, train_encoder
+
+    qs, _ = read_questions(small_corpus[1])
+    cfg = training_config(load_config(None, {"pipeline": "hybrid", "reranker": {"name": "none"}}))
+    pipeline = Pipeline.from_config(small_index, cfg)
+    traces = collect_traces(pipeline, qs, tmp_path / "traces.jsonl")
+    params = EncoderParams(epochs=1, batch_size=3, hard_negatives=1, learning_rate=1e-4, max_seq_length=32,
+                           checkpoint_every=1, seed=0, threads=2)
+
+    class Interrupt(Exception):
+        pass
+
+    def stop_at_2(phase, done, total):
+        if phase == "training" and done == 2:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train_encoder(pipeline, qs, tmp_path / "a", params, progress=stop_at_2, traces=traces)
+    assert (tmp_path / "a.checkpoint" / "state.json").exists()
+    steps = []
+    train_encoder(pipeline, qs, tmp_path / "a", params, traces=traces,
+                  progress=lambda p, d, t: steps.append(d) if p == "training" else None)
+    assert steps[0] == 2  # the checkpoint holds step 1 (the interruption came before step 2 was saved)
+    train_encoder(pipeline, qs, tmp_path / "b", params, traces=traces)
+    a = dict(SentenceTransformer(str(tmp_path / "a"), device="cpu").named_parameters())
+    for name, w in SentenceTransformer(str(tmp_path / "b"), device="cpu").named_parameters():
+        assert np.allclose(w.detach().numpy(), a[name].detach().numpy(), atol=1e-6), name

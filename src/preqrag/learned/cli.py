@@ -124,8 +124,8 @@ def register(app) -> None:
         index_dir: Path = typer.Option(..., "--index", help="Index built by `preqrag index` (the corpus "
                                        "passages, and the retrievers that pick positives and hard negatives)."),
         output: Path = typer.Option(..., "--output", "-o", help="Model directory to write "
-                                    "(usable as [embedder] name)."),
-        config: Optional[Path] = typer.Option(None, "--config", "-c", help="preqrag.toml (its [embedder] is "
+                                    "(usable as \\[embedder] name)."),
+        config: Optional[Path] = typer.Option(None, "--config", "-c", help="preqrag.toml (its \\[embedder] is "
                                               "the base model; defaults when omitted)."),
         epochs: int = typer.Option(1, "--epochs", min=1),
         batch_size: int = typer.Option(32, "--batch-size", min=2, help="Pairs per step (in-batch negatives)."),
