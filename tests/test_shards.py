@@ -90,3 +90,24 @@ def test_cli_shard_and_merge(small_corpus, tmp_path):
     r = subprocess.run(base + ["merge", str(tmp_path / "s0"), "--index", str(tmp_path / "idx2")],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "1/2 missing" in r.stderr
+
+
+def test_streamed_chunking_and_encoding_cut_exact_shards(small_corpus, test_config, tmp_path, monkeypatch):
+    """Row groups (here 10 passages) and vector files (here 7) need not align: every vector
+    file but the last holds exactly SHARD rows, in passage order, so an interrupted build
+    resumes with the right vectors."""
+    import preqrag.index as index_mod
+    from preqrag.chunking import Chunker
+    from preqrag.encoders import load_encoder
+
+    monkeypatch.setattr(index_mod, "SHARD", 7)
+    monkeypatch.setattr(index_mod, "PASSAGE_ROW_GROUP", 10)
+    enc = load_encoder(test_config.embedder)
+    chunker = Chunker(enc.tokenizer, 254, 0)
+    n_total, n_kept, n = index_mod.write_passages(small_corpus[0], tmp_path / "p.parquet", chunker)
+    assert n_total == n_kept and pq.ParquetFile(tmp_path / "p.parquet").metadata.num_row_groups > 1
+    files = index_mod.encode_passages(tmp_path / "p.parquet", tmp_path, enc, 16)
+    sizes = [len(np.load(f)) for f in files]
+    assert sum(sizes) == n and all(s == 7 for s in sizes[:-1])
+    texts = pq.read_table(tmp_path / "p.parquet").column("text").to_pylist()
+    assert np.allclose(np.concatenate([np.load(f) for f in files]), enc.encode(texts, is_query=False), atol=1e-5)

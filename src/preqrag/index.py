@@ -106,6 +106,95 @@ def _settings(cfg: PipelineConfig, encoder: Encoder, max_tokens: int) -> dict:
     }
 
 
+PASSAGE_ROW_GROUP = 8192
+"""Passages per Parquet row group written while chunking."""
+
+
+def write_passages(corpus: str | Path, path: str | Path, chunker: Chunker, shard: int = 0, n_shards: int = 1,
+                   progress: Callable[[str, int, int], None] | None = None) -> tuple[int, int, int]:
+    """Chunk a corpus into a passages Parquet file, streaming (one row group of
+    :data:`PASSAGE_ROW_GROUP` passages in memory at a time).
+
+    Args:
+        corpus: corpus file (:func:`preqrag.io.iter_corpus`).
+        path: output Parquet (columns ``id``, ``doc_id``, ``position``, ``text``; with
+            ``n_shards > 1`` also ``doc_ordinal``, the document's 0-based position in the corpus).
+        chunker: the passage splitter.
+        shard, n_shards: keep only documents ``o`` with ``o % n_shards == shard``.
+        progress: optional callback ``(phase, done, total)``.
+
+    Returns:
+        ``(documents in the corpus, documents kept, passages written)``.
+
+    Raises:
+        ValueError: a bad corpus line (names file, line and field).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fields = [("id", pa.string()), ("doc_id", pa.string()), ("position", pa.int64()), ("text", pa.string())]
+    if n_shards > 1:
+        fields.append(("doc_ordinal", pa.int64()))
+    schema = pa.schema(fields)
+    cols: dict[str, list] = {name: [] for name in schema.names}
+    n_total = n_kept = n_passages = 0
+    with pq.ParquetWriter(str(path), schema) as writer:
+        for ordinal, (doc_id, text, _meta) in enumerate(iter_corpus(corpus)):
+            n_total += 1
+            if ordinal % n_shards != shard:
+                continue
+            n_kept += 1
+            for p in chunker.split(doc_id, text):
+                cols["id"].append(p.id)
+                cols["doc_id"].append(p.doc_id)
+                cols["position"].append(p.position)
+                cols["text"].append(p.text)
+                if n_shards > 1:
+                    cols["doc_ordinal"].append(ordinal)
+            if len(cols["id"]) >= PASSAGE_ROW_GROUP:
+                n_passages += len(cols["id"])
+                writer.write_table(pa.table(cols, schema=schema))
+                cols = {name: [] for name in schema.names}
+            if progress and n_kept % 500 == 0:
+                progress("chunking", n_kept, 0)
+        if cols["id"]:
+            n_passages += len(cols["id"])
+            writer.write_table(pa.table(cols, schema=schema))
+    return n_total, n_kept, n_passages
+
+
+def encode_passages(parquet: str | Path, out_dir: str | Path, encoder: Encoder, batch_size: int,
+                    progress: Callable[[str, int, int], None] | None = None) -> list[Path]:
+    """Encode the passages of a Parquet file into ``emb_00000.npy``, ... of :data:`SHARD` rows
+    each in ``out_dir``, reading :data:`SHARD` texts at a time; files that exist are kept (an
+    interrupted build resumes). Returns the files in passage order."""
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(str(parquet))
+    total = pf.metadata.num_rows
+    files: list[Path] = []
+    pending: list[str] = []  # batches do not cross row groups: re-cut into exactly SHARD rows
+
+    def flush():
+        path = Path(out_dir) / f"emb_{len(files):05d}.npy"
+        if not path.exists():
+            _save_shard(path, encoder.encode(pending, is_query=False, batch_size=batch_size))
+        files.append(path)
+        if progress:
+            progress("encoding", min(len(files) * SHARD, total), total)
+
+    for batch in pf.iter_batches(batch_size=SHARD, columns=["text"]):
+        pending.extend(batch.column("text").to_pylist())
+        while len(pending) >= SHARD:
+            rest = pending[SHARD:]
+            pending = pending[:SHARD]
+            flush()
+            pending = rest
+    if pending:
+        flush()
+    return files
+
+
 def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, *,
                 overwrite: bool = False, dense: bool = True,
                 progress: Callable[[str, int, int], None] | None = None) -> dict:
@@ -152,49 +241,32 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
     atomic_write_text(state_path, json.dumps(key))
     seconds["hash"] = time.perf_counter() - t0
 
-    # 1. corpus -> passages
+    # 1. corpus -> passages, streamed to Parquet row groups
     t = time.perf_counter()
     chunker = Chunker(encoder.tokenizer, max_tokens, cfg.chunking.overlap_tokens)
-    passages: list[Passage] = []
-    n_docs = 0
-    for doc_id, text, _meta in iter_corpus(corpus):
-        n_docs += 1
-        passages.extend(chunker.split(doc_id, text))
-        if progress and n_docs % 500 == 0:
-            progress("chunking", n_docs, 0)
-    if not passages:
+    n_docs, _, n_passages = write_passages(corpus, partial / "passages.parquet", chunker, progress=progress)
+    if not n_passages:
         raise ValueError(f"{corpus}: no passages (empty corpus?)")
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    table = pa.table({"id": [p.id for p in passages], "doc_id": [p.doc_id for p in passages],
-                      "position": [p.position for p in passages], "text": [p.text for p in passages]})
-    pq.write_table(table, partial / "passages.parquet")
-    del table
     write_store(partial / "passages.parquet", partial)  # memory-mapped passage store (preqrag.passages)
     seconds["chunking"] = time.perf_counter() - t
 
-    # 2. sparse index
+    # 2. sparse index (bm25s indexes a list: the texts, not passage objects, are held here)
     t = time.perf_counter()
-    texts = [p.text for p in passages]
+    import pyarrow.parquet as pq
+
+    texts = pq.read_table(partial / "passages.parquet", columns=["text"]).column("text").to_pylist()
     if (partial / "bm25").exists():
         shutil.rmtree(partial / "bm25")
     build_bm25(texts, cfg.bm25, partial / "bm25")
+    del texts
     seconds["bm25"] = time.perf_counter() - t
 
     # 3. dense index, checkpointed in shards
     dense_index = None
     if dense:
         t = time.perf_counter()
-        shards = []
-        for start in range(0, len(texts), SHARD):
-            shard_path = partial / f"emb_{start // SHARD:05d}.npy"
-            if not shard_path.exists():
-                emb = encoder.encode(texts[start:start + SHARD], is_query=False, batch_size=cfg.embedder.batch_size)
-                _save_shard(shard_path, emb)
-            shards.append(shard_path)
-            if progress:
-                progress("encoding", min(start + SHARD, len(texts)), len(texts))
+        shards = encode_passages(partial / "passages.parquet", partial, encoder, cfg.embedder.batch_size,
+                                 progress=progress)
         dense_index = build_faiss(shards, partial / "dense.faiss", cfg.index)  # shard by shard, memory-mapped
         for s in shards:
             s.unlink()
@@ -204,7 +276,7 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
     manifest = {
         "version": MANIFEST_VERSION,
         "corpus": {"path": str(corpus), "sha256": corpus_hash, "n_documents": n_docs},
-        "n_passages": len(passages),
+        "n_passages": n_passages,
         **settings,
         "dense_index": dense_index,
         "seconds": {k: round(v, 3) for k, v in seconds.items()},

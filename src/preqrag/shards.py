@@ -102,13 +102,9 @@ def build_shard(corpus: str | Path, out_dir: str | Path, cfg: PipelineConfig, sh
         FileExistsError: ``out_dir`` exists and not ``overwrite``.
         ValueError: bad shard numbers, or a bad corpus line (names file, line and field).
     """
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     from .chunking import Chunker
     from .encoders import load_encoder
-    from .index import SHARD, _save_shard, _settings, file_sha256
-    from .io import iter_corpus
+    from .index import _settings, encode_passages, file_sha256, write_passages
 
     if not 0 <= shard < n_shards:
         raise ValueError(f"shard {shard} of {n_shards}: expected 0 <= shard < n_shards")
@@ -125,47 +121,17 @@ def build_shard(corpus: str | Path, out_dir: str | Path, cfg: PipelineConfig, sh
     partial = out_dir.with_name(out_dir.name + ".partial")
     _start(partial, key)
 
-    # 1. this shard's documents -> passages, written in row groups
+    # 1. this shard's documents -> passages, streamed to Parquet row groups
     t = time.perf_counter()
     chunker = Chunker(encoder.tokenizer, max_tokens, cfg.chunking.overlap_tokens)
-    schema = pa.schema([("id", pa.string()), ("doc_id", pa.string()), ("position", pa.int64()),
-                        ("text", pa.string()), ("doc_ordinal", pa.int64())])
-    cols: dict[str, list] = {name: [] for name in schema.names}
-    n_docs_total = n_docs = n_passages = 0
-    with pq.ParquetWriter(partial / "passages.parquet", schema) as writer:
-        for ordinal, (doc_id, text, _meta) in enumerate(iter_corpus(corpus)):
-            n_docs_total += 1
-            if ordinal % n_shards != shard:
-                continue
-            n_docs += 1
-            for p in chunker.split(doc_id, text):
-                for name, value in zip(schema.names, (p.id, p.doc_id, p.position, p.text, ordinal)):
-                    cols[name].append(value)
-            if len(cols["id"]) >= ROW_GROUP:
-                n_passages += len(cols["id"])
-                writer.write_table(pa.table(cols, schema=schema))
-                cols = {name: [] for name in schema.names}
-            if progress and n_docs % 500 == 0:
-                progress("chunking", n_docs, 0)
-        if cols["id"]:
-            n_passages += len(cols["id"])
-            writer.write_table(pa.table(cols, schema=schema))
+    n_docs_total, n_docs, n_passages = write_passages(corpus, partial / "passages.parquet", chunker,
+                                                      shard, n_shards, progress)
     seconds["chunking"] = time.perf_counter() - t
 
     # 2. vectors, checkpointed per SHARD passages (a re-run resumes)
     t = time.perf_counter()
-    texts = pq.ParquetFile(partial / "passages.parquet")
-    done = 0
-    files = []
-    for j, batch in enumerate(texts.iter_batches(batch_size=SHARD, columns=["text"])):
-        path = partial / f"emb_{j:05d}.npy"
-        if not path.exists():
-            _save_shard(path, encoder.encode(batch.column("text").to_pylist(), is_query=False,
-                                             batch_size=cfg.embedder.batch_size))
-        files.append(path.name)
-        done += batch.num_rows
-        if progress:
-            progress("encoding", done, n_passages)
+    files = [f.name for f in encode_passages(partial / "passages.parquet", partial, encoder,
+                                             cfg.embedder.batch_size, progress)]
     seconds["dense"] = time.perf_counter() - t
     seconds["total"] = time.perf_counter() - t0
     manifest = {"corpus": {"path": str(corpus), "sha256": corpus_hash, "n_documents": n_docs_total},
