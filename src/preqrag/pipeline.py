@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import PipelineConfig
-from .fusion import interleave, load_fusion
+from .fusion import load_fusion
 from .components import GENERATORS, MERGERS, RERANK_STEPS, REWRITERS, Context, build
 from .index import Index
 from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, Question, Ranking,
