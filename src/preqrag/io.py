@@ -91,8 +91,8 @@ def read_questions(path: str | Path) -> tuple[list[Question], list[InputError]]:
             extra = {k: v for k, v in obj.items() if k != "query"}
         else:
             text_field = "question"
-            if "question" not in obj:  # TREC RAG 2025 topic
-                text_field = "narrative" if "narrative" in obj or "title" not in obj else "title"
+            if "question" not in obj and ("narrative" in obj or "title" in obj):  # TREC RAG 2025 topic
+                text_field = "narrative" if "narrative" in obj else "title"
             id_field, qid, text = "id", obj.get("id"), obj.get(text_field)
             extra = {k: v for k, v in obj.items() if k not in ("id", text_field)}
         if qid is None or isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid) == "":
