@@ -106,6 +106,35 @@ def _settings(cfg: PipelineConfig, encoder: Encoder, max_tokens: int) -> dict:
     }
 
 
+def start_partial(partial: Path, key: dict) -> None:
+    """Resume the work directory ``partial`` when it was started with the same ``key``
+    (``partial.json``), else empty it and start afresh."""
+    state = partial / "partial.json"
+    if partial.exists():
+        try:
+            same = json.loads(state.read_text()) == key
+        except (OSError, ValueError):
+            same = False
+        if not same:
+            shutil.rmtree(partial)
+    partial.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(state, json.dumps(key))
+
+
+def publish_partial(partial: Path, out: Path) -> None:
+    """Rename the finished ``partial`` to ``out``; an existing ``out`` is replaced only now
+    (moved aside, then removed), so a failure never leaves a half-written index at ``out``."""
+    (partial / "partial.json").unlink(missing_ok=True)
+    if out.exists():
+        old = out.with_name(out.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out, old)
+        os.replace(partial, out)
+        shutil.rmtree(old)
+    else:
+        os.replace(partial, out)
+
+
 PASSAGE_ROW_GROUP = 8192
 """Passages per Parquet row group written while chunking."""
 
@@ -229,16 +258,7 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
     key = {"corpus_sha256": corpus_hash, **settings}
 
     partial = index_dir.with_name(index_dir.name + ".partial")
-    state_path = partial / "partial.json"
-    if partial.exists():
-        try:
-            same = json.loads(state_path.read_text()) == key
-        except (OSError, ValueError):
-            same = False
-        if not same:
-            shutil.rmtree(partial)
-    partial.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(state_path, json.dumps(key))
+    start_partial(partial, key)
     seconds["hash"] = time.perf_counter() - t0
 
     # 1. corpus -> passages, streamed to Parquet row groups
@@ -282,16 +302,8 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
-    state_path.unlink()
     atomic_write_text(partial / "manifest.json", json.dumps(manifest, indent=2))
-    if index_dir.exists():
-        old = index_dir.with_name(index_dir.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(index_dir, old)
-        os.replace(partial, index_dir)
-        shutil.rmtree(old)
-    else:
-        os.replace(partial, index_dir)
+    publish_partial(partial, index_dir)
     manifest["size_bytes"] = sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file())
     return manifest
 

@@ -27,10 +27,8 @@ a merge writes ``<index>.partial/`` and renames it only when complete.
 from __future__ import annotations
 
 import json
-import os
 import re
 import resource
-import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -38,6 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import PipelineConfig
+from .index import publish_partial, start_partial
 from .io import atomic_write_text
 
 SHARD_MANIFEST = "shard.json"
@@ -55,32 +54,6 @@ def parse_shard(spec: str) -> tuple[int, int]:
     if not m or int(m.group(2)) < 1 or int(m.group(1)) >= int(m.group(2)):
         raise ValueError(f"--shard {spec!r}: expected i/N with 0 <= i < N (e.g. 0/8)")
     return int(m.group(1)), int(m.group(2))
-
-
-def _start(partial: Path, key: dict) -> None:
-    """Resume ``partial`` when it was started with the same ``key``, else start it afresh."""
-    state = partial / "partial.json"
-    if partial.exists():
-        try:
-            same = json.loads(state.read_text()) == key
-        except (OSError, ValueError):
-            same = False
-        if not same:
-            shutil.rmtree(partial)
-    partial.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(state, json.dumps(key))
-
-
-def _finish(partial: Path, out: Path) -> None:
-    (partial / "partial.json").unlink(missing_ok=True)
-    if out.exists():
-        old = out.with_name(out.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(out, old)
-        os.replace(partial, out)
-        shutil.rmtree(old)
-    else:
-        os.replace(partial, out)
 
 
 def build_shard(corpus: str | Path, out_dir: str | Path, cfg: PipelineConfig, shard: int, n_shards: int, *,
@@ -119,7 +92,7 @@ def build_shard(corpus: str | Path, out_dir: str | Path, cfg: PipelineConfig, sh
     corpus_hash = file_sha256(corpus)
     key = {"corpus_sha256": corpus_hash, **settings, "shard": [shard, n_shards]}
     partial = out_dir.with_name(out_dir.name + ".partial")
-    _start(partial, key)
+    start_partial(partial, key)
 
     # 1. this shard's documents -> passages, streamed to Parquet row groups
     t = time.perf_counter()
@@ -140,7 +113,7 @@ def build_shard(corpus: str | Path, out_dir: str | Path, cfg: PipelineConfig, sh
                 "seconds": {k: round(v, 3) for k, v in seconds.items()},
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     atomic_write_text(partial / SHARD_MANIFEST, json.dumps(manifest, indent=2))
-    _finish(partial, out_dir)
+    publish_partial(partial, out_dir)
     return manifest
 
 
@@ -243,7 +216,7 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
     t0 = time.perf_counter()
     seconds: dict[str, float] = {}
     partial = index_dir.with_name(index_dir.name + ".partial")
-    _start(partial, {"merge_of": [m["corpus"]["sha256"] for _, m in shards], "settings": settings,
+    start_partial(partial, {"merge_of": [m["corpus"]["sha256"] for _, m in shards], "settings": settings,
                      "shards": [str(d.resolve()) for d, _ in shards]})
 
     # 1. passages and vectors in corpus order: document o comes from shard o % N
@@ -314,6 +287,6 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
                 "seconds": {k: round(v, 3) for k, v in seconds.items()},
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     atomic_write_text(partial / "manifest.json", json.dumps(manifest, indent=2))
-    _finish(partial, index_dir)
+    publish_partial(partial, index_dir)
     manifest["size_bytes"] = sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file())
     return manifest
