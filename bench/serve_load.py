@@ -136,6 +136,9 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=3600.0, help="per request, client and server side")
     ap.add_argument("-o", "--workdir", default=str(Path(tempfile.gettempdir()) / "preqrag-serve-load"))
     ap.add_argument("--out", default="docs/bench/serve.json")
+    ap.add_argument("--run-questions", type=int, default=None, help=(
+        "answer only the first N requests' questions with `preqrag run` (questions/hour is a rate; the default "
+        "runs all of them)"))
     args = ap.parse_args(argv)
 
     work = Path(args.workdir)
@@ -202,9 +205,14 @@ def main(argv=None) -> int:
         "worker_stats": stats,
     }
 
+    # the server's figures are kept even if the batch run below is interrupted
+    atomic_write_text(work / "serve_part.json", json.dumps({"date": date, "machine": machine(), "serve": serve},
+                                                           indent=1) + "\n")
+    print(json.dumps({k: v for k, v in serve.items() if k not in ("worker_stats", "other_examples")}), flush=True)
+
     # ---- 4: preqrag run on the same questions
     qfile = work / "questions.jsonl"
-    qfile.write_text("".join(json.dumps(r) + "\n" for r in requests), encoding="utf-8")
+    qfile.write_text("".join(json.dumps(r) + "\n" for r in requests[:args.run_questions]), encoding="utf-8")
     out = work / "answers.jsonl"
     for p in work.glob("answers*"):
         p.unlink()
