@@ -33,6 +33,31 @@ def stage_means(seconds: list[dict[str, float]]) -> dict[str, float]:
     return {s: round(sum(sec.get(s, 0.0) for sec in seconds) / len(seconds), 4) for s in stages}
 
 
+def pct(xs, p: float) -> float | None:
+    """The p-th percentile (nearest rank: the smallest value with at least p % of ``xs`` at or
+    below it) of ``xs``; None when empty. Shared by every bench/ latency figure."""
+    xs = list(xs)
+    if not xs:
+        return None
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
+
+
+def gold_traces(questions, rankings) -> list:
+    """Traces holding one ``final`` ranking per question (its gold question type, no plan), so a
+    first-stage retriever's output is scored by :func:`final_retrieval_columns` like a pipeline's."""
+    from preqrag.records import Classification, QueryPlan, SubQuery, Trace
+
+    out = []
+    for q, r in zip(questions, rankings):
+        qt = "multi" if len(q.extra.get("gold_doc_ids") or []) > 1 else "single"
+        out.append(Trace(id=q.id, classification=Classification(question_type=qt, classifier="gold"),
+                         plan=QueryPlan(question_type=qt, rewriter="none",
+                                        sub_queries=[SubQuery(text=q.question, sparse=q.question, dense=q.question)]),
+                         rankings={"final": [r]}))
+    return out
+
+
 def describe(m: dict) -> str:
     """One line for Markdown tables."""
     return f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['os']}, Python {m['python']}"

@@ -29,17 +29,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, final_retrieval_columns, machine  # noqa: E402
+from _common import describe, final_retrieval_columns, gold_traces, machine, pct  # noqa: E402
 
 from preqrag.config import IndexConfig, load_config  # noqa: E402
 from preqrag.index import Index  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
-from preqrag.records import Classification, QueryPlan, Ranking, SubQuery, Trace  # noqa: E402
 from preqrag.retrieval.dense import DenseRetriever, build_faiss  # noqa: E402
-
-
-def pct(xs: list[float], p: float) -> float:
-    return float(np.percentile(np.asarray(xs), p))
 
 
 def latency_ms(r: DenseRetriever, vectors: np.ndarray, batch: int, k: int = 10, rounds: int = 200) -> tuple[float, float]:
@@ -52,17 +47,6 @@ def latency_ms(r: DenseRetriever, vectors: np.ndarray, batch: int, k: int = 10, 
         r.search_vectors(q, k)
         times.append((time.perf_counter() - t) * 1000)
     return round(pct(times, 50), 3), round(pct(times, 95), 3)
-
-
-def traces_of(questions, rankings: list[Ranking]) -> list[Trace]:
-    out = []
-    for q, r in zip(questions, rankings):
-        qt = "multi" if len(q.extra.get("gold_doc_ids") or []) > 1 else "single"
-        out.append(Trace(id=q.id, classification=Classification(question_type=qt, classifier="gold"),
-                         plan=QueryPlan(question_type=qt, rewriter="none",
-                                        sub_queries=[SubQuery(text=q.question, sparse=q.question, dense=q.question)]),
-                         rankings={"final": [r]}))
-    return out
 
 
 def main(argv=None) -> int:
@@ -109,7 +93,7 @@ def main(argv=None) -> int:
             row = {"dense_index": kind, "factory": info["factory"], "passages": info["n"],
                    "build_seconds": round(build_s, 2), "size_mb": round(path.stat().st_size / 2**20, 1),
                    "open_seconds": round(open_s, 4), "recall@10_vs_flat": None if recall is None else round(recall, 4),
-                   **{f"dense_only_{k}": None if v is None else round(v, 4) for k, v in final_retrieval_columns(traces_of(questions, found),
+                   **{f"dense_only_{k}": None if v is None else round(v, 4) for k, v in final_retrieval_columns(gold_traces(questions, found),
                                                                                 questions).items()},
                    "p50_ms_batch1": b1[0], "p95_ms_batch1": b1[1], "p50_ms_batch16": b16[0],
                    "p95_ms_batch16": b16[1], "settings": icfg.model_dump()}

@@ -131,21 +131,28 @@ def calibration_questions() -> list[dict]:
             and not set(q["gold_doc_ids"]) & smoke_gold]
 
 
-def calibrate(index: Path, attributor: Attributor) -> dict:
-    from preqrag.config import load_config
+def reference_items(index: Path, cfg, qs: list[dict]) -> tuple[list, list]:
+    """Retrieve each question's context with ``cfg`` (8 at a time) and pair its reference answer's
+    sentences with the context passages' texts: ``(traces, [(sentences, passage texts)])``."""
     from preqrag.pipeline import Pipeline
     from preqrag.records import Question
 
-    qs = calibration_questions()
-    log(f"calibration: {len(qs)} dev questions")
-    cfg = load_config(None, pipeline="hybrid", overrides={"generator": {"context_top_k": CAL_CONTEXT},
-                                                          "reranker": {"depth": CAL_DEPTH}})
     pipeline = Pipeline.from_config(index, cfg)
     traces = []
     for i in range(0, len(qs), 8):
         traces += pipeline.retrieve([Question(id=q["id"], question=q["question"]) for q in qs[i:i + 8]])
     texts = pipeline.index.text
-    items = [(split_sentences(q["answer"]), [texts(pid) for pid in t.context_ids]) for q, t in zip(qs, traces)]
+    return traces, [(split_sentences(q["answer"]), [texts(pid) for pid in t.context_ids]) for q, t in zip(qs, traces)]
+
+
+def calibrate(index: Path, attributor: Attributor) -> dict:
+    from preqrag.config import load_config
+
+    qs = calibration_questions()
+    log(f"calibration: {len(qs)} dev questions")
+    cfg = load_config(None, pipeline="hybrid", overrides={"generator": {"context_top_k": CAL_CONTEXT},
+                                                          "reranker": {"depth": CAL_DEPTH}})
+    traces, items = reference_items(index, cfg, qs)
     t0 = time.perf_counter()
     scores = attributor.scores(items)
     secs = time.perf_counter() - t0
@@ -166,17 +173,10 @@ def reference_all(index: Path, attributor: Attributor) -> dict:
     """All smoke reference answers attributed to the top-3 passages of the ``hybrid`` preset
     (rerank depth 12): attribution quality on every smoke question, without the generator."""
     from preqrag.config import load_config
-    from preqrag.pipeline import Pipeline
-    from preqrag.records import Question
 
     qs = load_jsonl(BENCH / "smoke.jsonl")
     cfg = load_config(None, pipeline="hybrid", overrides={"reranker": {"depth": CAL_DEPTH}})
-    pipeline = Pipeline.from_config(index, cfg)
-    traces = []
-    for i in range(0, len(qs), 8):
-        traces += pipeline.retrieve([Question(id=q["id"], question=q["question"]) for q in qs[i:i + 8]])
-    texts = pipeline.index.text
-    items = [(split_sentences(q["answer"]), [texts(pid) for pid in t.context_ids]) for q, t in zip(qs, traces)]
+    traces, items = reference_items(index, cfg, qs)
     cites = attributor.attribute_many(items)
     golds = [q["gold_doc_ids"] for q in qs]
     res = {"questions": len(qs), "context_top_k": cfg.generator.context_top_k, "rerank_depth": CAL_DEPTH,

@@ -118,18 +118,24 @@ def llama_server():
 
 
 class TCPProxy:
-    """A TCP proxy on ``127.0.0.1:port`` in front of ``target_port`` that can make calls hang.
+    """A TCP proxy on ``127.0.0.1:port`` in front of ``target_port`` that can make calls hang or
+    slow.
 
     The first ``hang_first`` connections (all of them when ``hang_first is None``) are
     accepted and then never answered — what a stuck server looks like to a client; later
     ones are piped to the target in both directions. ``connections`` counts accepted ones.
+    With ``delay_s`` > 0, every request is held that long before it is passed on (a slow,
+    overloaded server); a burst of client bytes after more than 50 ms of silence counts as a
+    new request (``requests``).
     """
 
-    def __init__(self, target_port: int, hang_first: int | None = 0):
+    def __init__(self, target_port: int, hang_first: int | None = 0, delay_s: float = 0.0):
         import threading
 
         self.target_port = target_port
         self.hang_first = hang_first
+        self.delay_s = delay_s
+        self.requests = 0
         self.connections = 0
         self._held: list[socket.socket] = []
         self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -154,13 +160,19 @@ class TCPProxy:
                 self._held.append(conn)  # read nothing, answer nothing
                 continue
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            for a, b in ((conn, upstream), (upstream, conn)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
+            for a, b, delay in ((conn, upstream, self.delay_s > 0), (upstream, conn, False)):
+                threading.Thread(target=self._pipe, args=(a, b, delay), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket, delay: bool = False) -> None:
+        import time
+
+        last = 0.0
         try:
             while data := src.recv(65536):
+                if delay and time.monotonic() - last > 0.05:
+                    self.requests += 1
+                    time.sleep(self.delay_s)
+                last = time.monotonic()
                 dst.sendall(data)
         except OSError:
             pass

@@ -6,7 +6,6 @@ answered before the deadline."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -17,7 +16,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from conftest import TEST_OVERRIDES, config_toml
+from conftest import TEST_OVERRIDES, TCPProxy, config_toml
 from preqrag.config import ConfigError, LLMConfig, load_config
 from preqrag.ginger._text import split_sentences
 from preqrag.deadline import (DeadlineController, ExtractiveGenerator, deadline_path, level_overrides,
@@ -305,56 +304,6 @@ def test_call_deadline_stops_waiting_for_the_llm():
 
 
 # ---------------------------------------------------------------------------------- for real
-class DelayProxy:
-    """A TCP proxy on 127.0.0.1 in front of ``target_port`` that holds every request ``delay_s``
-    seconds before passing it on (a slow, overloaded LLM server). A burst of bytes after more
-    than 50 ms of silence from the client counts as a new request."""
-
-    def __init__(self, target_port: int, delay_s: float):
-        self.target_port = target_port
-        self.delay_s = delay_s
-        self.requests = 0
-        self._sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind(("127.0.0.1", 0))
-        self._sock.listen(64)
-        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
-        self._closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self._closed:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return
-            upstream = socket.create_connection(("127.0.0.1", self.target_port))
-            threading.Thread(target=self._pipe, args=(conn, upstream, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, conn, False), daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, delay: bool) -> None:
-        last = 0.0
-        try:
-            while data := src.recv(65536):
-                if delay and time.monotonic() - last > 0.05:
-                    self.requests += 1
-                    time.sleep(self.delay_s)
-                last = time.monotonic()
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._closed = True
-        self._sock.close()
-
-
 DELAY_S = 20.0
 """Seconds the proxy holds each LLM request. The full pipeline makes at least 2 LLM calls per question
 (a rewrite and the answer), 2 at a time: 6 questions need at least 6 x 2 x 20 / 2 = 120 s, twice the budget."""
@@ -365,7 +314,7 @@ BUDGET = "60s"
 @pytest.mark.slow
 def test_deadline_met_through_a_slow_llm_server_then_a_run_without_deadline_is_unaffected(
         tmp_path, llama_server, small_index, small_corpus):
-    proxy = DelayProxy(urlparse(llama_server).port, DELAY_S)
+    proxy = TCPProxy(urlparse(llama_server).port, delay_s=DELAY_S)
     questions = small_corpus[2]
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))

@@ -63,3 +63,36 @@ def test_parquet_corpus_with_fineweb_columns(tmp_path):
     p = tmp_path / "c.parquet"
     pq.write_table(pa.table({"text": ["alpha", "beta"], "id": ["<urn:1>", "<urn:2>"], "url": ["a", "b"]}), p)
     assert list(iter_corpus(p)) == [("<urn:1>", "alpha", {"url": "a"}), ("<urn:2>", "beta", {"url": "b"})]
+
+
+def test_fineweb_directory_of_parquet_shards(tmp_path):
+    """A FineWeb-10BT download (sample/10BT/000_00000.parquet ...) indexes as one corpus: shards in name
+    order, ids unique across files, the same fingerprint for the same files."""
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import pytest
+
+    from preqrag.index import file_sha256
+
+    d = tmp_path / "fineweb" / "sample" / "10BT"
+    d.mkdir(parents=True)
+    cols = {"dump": ["CC-MAIN-2024-10"] * 2, "url": ["u1", "u2"]}
+    pq.write_table(pa.table({"text": ["gamma", "delta"], "id": ["<urn:3>", "<urn:4>"], **cols}), d / "001_00000.parquet")
+    pq.write_table(pa.table({"text": ["alpha", "beta"], "id": ["<urn:1>", "<urn:2>"], **cols}), d / "000_00000.parquet")
+    (d / "README.txt").write_text("not a corpus file")
+    root = tmp_path / "fineweb"
+    assert [(i, t) for i, t, _ in iter_corpus(root)] == [
+        ("<urn:1>", "alpha"), ("<urn:2>", "beta"), ("<urn:3>", "gamma"), ("<urn:4>", "delta")]
+    fp = file_sha256(root)
+    assert fp == file_sha256(root) and len(fp) == 64
+    with gzip.open(d / "002_extra.jsonl.gz", "wt") as fh:
+        fh.write(json.dumps({"id": "<urn:2>", "text": "again"}) + "\n")
+    assert file_sha256(root) != fp
+    with pytest.raises(ValueError, match=r"002_extra.jsonl.gz:1: id: duplicate document id '<urn:2>' \(first at .*000_00000"):
+        list(iter_corpus(root))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="no corpus file"):
+        list(iter_corpus(empty))

@@ -69,17 +69,28 @@ def _progress_bar():
 
 @index_app.callback(invoke_without_command=True)
 def index(ctx: typer.Context,
-          corpus: Optional[Path] = typer.Option(None, "--corpus", exists=True, dir_okay=False,
-                                                help="JSONL(.gz) or Parquet corpus with id, text."),
+          corpus: Optional[Path] = typer.Option(None, "--corpus", exists=True, help=(
+              "JSONL(.gz) or Parquet corpus with id, text; or a directory of such files (FineWeb's Parquet "
+              "shards).")),
           index_dir: Optional[Path] = typer.Option(None, "--index", help="Index (or shard) directory to create."),
           config: Optional[Path] = ConfigOpt,
           overwrite: bool = typer.Option(False, help="Replace an existing index."),
           sparse_only: bool = typer.Option(False, "--sparse-only", help="BM25 only, no dense index."),
           shard: Optional[str] = typer.Option(None, "--shard", help=(
               "i/N: chunk and encode only documents o with o % N == i (one job of a Slurm array, Kubernetes "
-              "jobs ...); combine the N shard directories with `preqrag index merge`."))):
+              "jobs ...); combine the N shard directories with `preqrag index merge`.")),
+          backend: Optional[str] = typer.Option(None, "--backend", help=(
+              "milvus: load the embedded index --index (built first from --corpus if it does not exist) into "
+              "the Milvus collection of [index] uri/collection, resumably. Default: [index] backend."))):
     """Chunk a corpus into passages and build the BM25 and dense indexes (or one shard of them)."""
     if ctx.invoked_subcommand is not None:
+        return
+    if (backend or "embedded") not in ("embedded", "milvus"):
+        err.print(f"[red]error:[/red] --backend {backend!r}: embedded or milvus")
+        raise typer.Exit(2)
+    if backend == "milvus" or (backend is None and corpus is None and index_dir is not None
+                               and _config(config).index.backend == "milvus"):
+        _index_milvus(corpus, index_dir, config, overwrite)
         return
     if corpus is None or index_dir is None:
         err.print("[red]error:[/red] --corpus and --index are required (or: preqrag index merge SHARD... --index IDX)")
@@ -111,6 +122,34 @@ def index(ctx: typer.Context,
     typer.echo(json.dumps(manifest, indent=2))
 
 
+def _index_milvus(corpus: Optional[Path], index_dir: Optional[Path], config: Optional[Path], overwrite: bool):
+    """`preqrag index --backend milvus`: (build the embedded index, then) load it into Milvus."""
+    from .index import IndexOpenError, build_index
+    from .milvus import MilvusError, load_collection
+
+    if index_dir is None:
+        err.print("[red]error:[/red] --index is required: the embedded index whose passages and vectors are loaded "
+                  "(with --corpus, it is built first)")
+        raise typer.Exit(2)
+    cfg = _config(config)
+    cfg = cfg.model_copy(update={"index": cfg.index.model_copy(update={"backend": "milvus"})})
+    bar, progress = _progress_bar()
+    with bar:
+        try:
+            if not (index_dir / "manifest.json").is_file():
+                if corpus is None:
+                    raise ValueError(f"{index_dir} is not an index; pass --corpus to build it first")
+                build_index(corpus, index_dir, cfg, progress=progress)
+            manifest = load_collection(index_dir, cfg, overwrite=overwrite,
+                                       progress=lambda d, t: progress("milvus upsert", d, t))
+        except (IndexOpenError, MilvusError, ValueError, FileExistsError) as e:
+            err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2)
+    err.print(f"loaded {manifest['n_passages']} passages of {index_dir} into Milvus collection "
+              f"{cfg.index.collection!r} at {cfg.index.uri} in {manifest['seconds']:.1f}s")
+    typer.echo(json.dumps(manifest, indent=2))
+
+
 @index_app.command("merge")
 def index_merge(shards: list[Path] = typer.Argument(..., help="The N shard directories (any order)."),
                 index_dir: Path = typer.Option(..., "--index", help="Index directory to create."),
@@ -132,7 +171,7 @@ def index_merge(shards: list[Path] = typer.Argument(..., help="The N shard direc
     typer.echo(json.dumps(manifest, indent=2))
 
 
-def _pipeline(index_dir: Path, cfg: PipelineConfig):
+def _pipeline(index_dir: Path | None, cfg: PipelineConfig):
     """Check every configured model, open the index, build the stages and load every model,
     so that a configuration that cannot work fails (exit 2) before the first question."""
     from .index import IndexOpenError
@@ -155,7 +194,8 @@ def _pipeline(index_dir: Path, cfg: PipelineConfig):
 
 @app.command()
 def ask(question: str = typer.Argument(..., help="The question."),
-        index_dir: Path = typer.Option(..., "--index", help="Index built by `preqrag index`."),
+        index_dir: Optional[Path] = typer.Option(None, "--index", help=(
+            "Index built by `preqrag index` (not needed with [index] backend = \"milvus\").")),
         config: Optional[Path] = ConfigOpt,
         trace: bool = typer.Option(False, "--trace", help="Also print the stage trace.")):
     """Answer one question; prints the LiveRAG answer object as JSON."""
@@ -174,7 +214,8 @@ def ask(question: str = typer.Argument(..., help="The question."),
 
 @app.command()
 def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help="Questions JSONL."),
-        index_dir: Path = typer.Option(..., "--index", help="Index built by `preqrag index`."),
+        index_dir: Optional[Path] = typer.Option(None, "--index", help=(
+            "Index built by `preqrag index` (not needed with [index] backend = \"milvus\").")),
         output: Path = typer.Option(..., "--output", "-o", help="LiveRAG answers JSONL (resumed if present)."),
         config: Optional[Path] = ConfigOpt,
         limit: Optional[int] = typer.Option(None, help="Answer only the first N questions."),

@@ -100,6 +100,19 @@ class IndexConfig(_Section):
     pq_nbits: int = Field(8, ge=4, le=12, description="Bits per PQ sub-quantiser code.")
     train_size: int = Field(100_000, ge=1000, description=(
         "Vectors sampled (seed 0) to train IVF/PQ: FAISS wants >= 39 per centroid (nlist and 2^pq_nbits)."))
+    backend: Literal["embedded", "milvus"] = Field("embedded", description=(
+        "Where the passages and indexes live: embedded (bm25s + FAISS files in the --index directory, "
+        "default) or milvus (a Milvus collection at `uri`; see preqrag.milvus)."))
+    uri: str = Field("", description=(
+        "milvus backend: the Milvus URL (http://host:19530) or a Milvus Lite database file (./liverag.db)."))
+    collection: str = Field("preqrag", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
+        "milvus backend: collection name (letters, digits, underscores)."))
+    token_env: str = Field("MILVUS_TOKEN", description=(
+        "milvus backend: environment variable holding the access token (user:password or API key); "
+        "unset = no token. The token itself never goes in the TOML."))
+    milvus_dense_index: Literal["FLAT", "HNSW"] = Field("FLAT", description=(
+        "milvus backend: Milvus index type of the dense field (FLAT exact; HNSW with hnsw_m, "
+        "hnsw_ef_construction)."))
     mmap: bool = Field(True, description=(
         "Memory-map the dense index (FAISS IO_FLAG_MMAP_IFC / IO_FLAG_MMAP) and the BM25 arrays (bm25s "
         "mmap=True) at open: pages are read on demand and shared between processes, so a serving process "

@@ -48,6 +48,14 @@ class IndexOpenError(ValueError):
 
 
 def file_sha256(path: str | Path) -> str:
+    """SHA-256 of a file's bytes; of a corpus directory, SHA-256 over its corpus files'
+    (relative path, SHA-256) lines in :func:`preqrag.io.corpus_files` order."""
+    path = Path(path)
+    if path.is_dir():
+        from .io import corpus_files
+
+        lines = "".join(f"{f.relative_to(path).as_posix()}\t{file_sha256(f)}\n" for f in corpus_files(path))
+        return hashlib.sha256(lines.encode("utf-8")).hexdigest()
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -332,8 +340,11 @@ class Index:
         return self.passages[passage_id].text
 
     @classmethod
-    def open(cls, index_dir: str | Path, cfg: PipelineConfig) -> "Index":
+    def open(cls, index_dir: str | Path | None, cfg: PipelineConfig) -> "Index":
         """Open ``index_dir`` for the configuration ``cfg``.
+
+        With ``[index] backend = "milvus"`` the index is the Milvus collection the configuration
+        names (:class:`preqrag.milvus.MilvusIndex`, same interface) and ``index_dir`` is not read.
 
         Raises:
             IndexOpenError: not an index, or built with another embedder (name, or the model files'
@@ -341,6 +352,12 @@ class Index:
                 path) / BM25 settings than
                 ``cfg`` names (retrieval would silently compare incompatible vectors).
         """
+        if cfg.index.backend == "milvus":
+            from .milvus import MilvusIndex
+
+            return MilvusIndex.open(cfg)  # type: ignore[return-value]  # same interface
+        if index_dir is None:
+            raise IndexOpenError('--index is required (the index directory), unless [index] backend = "milvus"')
         index_dir = Path(index_dir)
         mpath = index_dir / "manifest.json"
         if not mpath.exists():

@@ -193,27 +193,56 @@ def iter_json_lines(path: str | Path) -> Iterator[tuple[int, Any, str | None]]:
             yield lineno, None, f"invalid JSON: {e.msg}"
 
 
+CORPUS_SUFFIXES = (".parquet", ".jsonl", ".jsonl.gz")
+
+
+def corpus_files(path: str | Path) -> list[Path]:
+    """The files of a corpus: ``path`` itself, or for a directory every ``*.parquet``,
+    ``*.jsonl`` and ``*.jsonl.gz`` under it (recursively), sorted by relative path — the layout of
+    FineWeb's ``sample/10BT/000_00000.parquet`` ... shards.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        ValueError: a directory with no corpus file.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such corpus file or directory")
+    if not path.is_dir():
+        return [path]
+    files = sorted((f for f in path.rglob("*") if f.is_file() and f.name.endswith(CORPUS_SUFFIXES)),
+                   key=lambda f: f.relative_to(path).as_posix())
+    if not files:
+        raise ValueError(f"{path}: a directory with no corpus file ({', '.join(CORPUS_SUFFIXES)})")
+    return files
+
+
 def iter_corpus(path: str | Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    """Yield ``(doc_id, text, metadata)`` for every document of a corpus file.
+    """Yield ``(doc_id, text, metadata)`` for every document of a corpus file or directory.
 
     Args:
         path: ``.jsonl``, ``.jsonl.gz`` (objects with ``id`` and ``text``) or ``.parquet``
             (FineWeb columns ``id``, ``text``; other columns become metadata; read one row
-            group batch at a time).
+            group batch at a time), or a directory of such files (:func:`corpus_files`: e.g. a
+            FineWeb-10BT download, its Parquet shards read in name order).
 
     Raises:
         ValueError: a line/row that is not UTF-8 or lacks a string ``id`` or ``text``, or a
-            document ``id`` seen before (LiveRAG ``doc_IDs`` must be unambiguous), naming the
-            file, the line(s) or row(s) and the field.
+            document ``id`` seen before, in any file of the corpus (LiveRAG ``doc_IDs`` must be
+            unambiguous), naming the file, the line(s) or row(s) and the field.
         FileNotFoundError: missing file.
     """
-    path = Path(path)
-    first_seen: dict[str, int] = {}  # doc id -> line/row of its first occurrence
+    first_seen: dict[str, tuple[Path, int]] = {}  # doc id -> (file, line/row) of its first occurrence
+    for f in corpus_files(path):
+        yield from _iter_corpus_file(f, first_seen)
 
+
+def _iter_corpus_file(path: Path, first_seen: dict[str, tuple[Path, int]]):
     def check_unique(doc_id: str, where: int, unit: str) -> None:
-        prev = first_seen.setdefault(doc_id, where)
-        if prev != where:
-            raise ValueError(f"{path}:{where}: id: duplicate document id {doc_id!r} (first at {unit} {prev}); "
+        prev = first_seen.setdefault(doc_id, (path, where))
+        if prev != (path, where):
+            at = f"{unit} {prev[1]}" if prev[0] == path else f"{prev[0]}:{prev[1]}"
+            raise ValueError(f"{path}:{where}: id: duplicate document id {doc_id!r} (first at {at}); "
                              "document ids must be unique")
 
     if path.suffix == ".parquet":

@@ -62,6 +62,9 @@ def build_rewriter(ctx: Any) -> DotaRewriter:
     """
     cfg = ctx.cfg
     if cfg.dota.route:
+        if getattr(ctx.index, "passage_ids", None) is None:
+            raise ValueError("dota.route assigns a topic to every passage of the index: it needs an embedded index "
+                             "([index] backend = \"embedded\"); or set dota.route = false")
         if ctx.index.dense is None or not cfg.retrieval.use_dense:
             raise ValueError("dota.route needs dense retrieval (a dense index and retrieval.use_dense = true); "
                              "or set dota.route = false")
@@ -75,6 +78,9 @@ def build_rewriter(ctx: Any) -> DotaRewriter:
 
 def build_prune_step(ctx: Any) -> BM25PruneStep:
     """Builder of rerank step ``bm25-prune`` (:data:`preqrag.components.RERANK_STEPS`)."""
+    if getattr(ctx.index, "passage_ids", None) is None:
+        raise ValueError("rerank step bm25-prune scores candidates with the embedded bm25s index; it is not "
+                         "available with [index] backend = \"milvus\"")
     return BM25PruneStep(ctx.index.sparse, ctx.cfg.dota.prune_keep)
 
 

@@ -248,6 +248,8 @@ def index_passage_vectors(index, cfg) -> PassageVectorsFn:
     is re-encoded. A BM25-only index: the passages are encoded with ``cfg.embedder``
     (loaded on first use)."""
     dense = getattr(index, "dense", None)
+    if dense is not None and hasattr(dense, "vectors"):  # the milvus backend: stored vectors by passage id
+        return lambda ids, texts: dense.vectors(ids)
     if dense is not None:
         state: dict = {}
 
