@@ -85,6 +85,7 @@ def test_retrieval_matches_the_embedded_index(milvus, small_index, small_corpus)
         index.dense.search(questions[:1], 5, filters=[{"topic": ["Health"]}])
     vecs = index.dense.vectors(embedded.passage_ids[:3])
     assert vecs.shape == (3, 384)
+    index.close()  # Milvus Lite: one process at a time holds the file
 
 
 def test_run_answers_the_smoke_questions(milvus, small_corpus, tmp_path):
@@ -123,6 +124,7 @@ def test_load_resumes_without_duplicates(small_index, tmp_path):
     assert rows_in(index.client, "resume") == n
     rows = index.client.query("resume", filter="row >= 0", output_fields=["passage_id"], limit=n + 10)
     assert len({x["passage_id"] for x in rows}) == n == len(rows)
+    index.close()
 
 
 def test_wrong_embedder_and_missing_collection_fail_before_any_question(milvus, small_corpus, tmp_path):

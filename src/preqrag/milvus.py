@@ -28,7 +28,7 @@ field          type                    content
 ``dense``      FLOAT_VECTOR(dim)       unit-norm embedding, metric ``IP`` (``[milvus] dense_index``)
 =============  ======================  ===============================================================
 
-The collection's description holds the manifest (embedder name and model sha256, passage
+The collection's ``preqrag.manifest`` property holds the manifest (embedder name and model sha256, passage
 count, source index), checked at open exactly as :meth:`Index.open` checks an embedded index.
 
 BM25 here is Milvus's: its ``standard`` analyzer lowercases and splits on Unicode word
@@ -102,6 +102,18 @@ def connect(cfg) -> Any:
         raise MilvusError(f"cannot connect to Milvus at {ic.uri}: {e}") from e
 
 
+def disconnect(client, cfg) -> None:
+    """Close ``client``; for a Milvus Lite file also stop the in-process Milvus Lite server, which
+    holds the file's lock until then (another process — a ``preqrag run`` — could not open it)."""
+    client.close()
+    if "://" not in cfg.index.uri:
+        try:
+            from milvus_lite.server_manager import server_manager_instance
+        except ImportError:  # pragma: no cover
+            return
+        server_manager_instance.release_server(str(Path(cfg.index.uri).expanduser().resolve()))
+
+
 def _schema(client, dim: int):
     pm = _pymilvus()
     DataType = pm.DataType
@@ -118,13 +130,18 @@ def _schema(client, dim: int):
     return s
 
 
+MANIFEST_PROPERTY = "preqrag.manifest"
+"""Collection property holding the manifest (JSON). A property, not the description: Milvus Lite
+3.2.2 drops collection descriptions."""
+
+
 def _manifest_of(client, collection: str) -> dict:
-    desc = client.describe_collection(collection).get("description") or ""
+    props = client.describe_collection(collection).get("properties") or {}
     try:
-        return json.loads(desc)
-    except json.JSONDecodeError as e:
-        raise MilvusError(f"Milvus collection {collection!r} was not created by preqrag (its description is "
-                          f"not a preqrag manifest)") from e
+        return json.loads(props[MANIFEST_PROPERTY])
+    except (KeyError, json.JSONDecodeError) as e:
+        raise MilvusError(f"Milvus collection {collection!r} was not created by preqrag (no valid "
+                          f"{MANIFEST_PROPERTY!r} property)") from e
 
 
 def rows_in(client, collection: str) -> int:
@@ -202,7 +219,7 @@ def load_collection(index_dir: str | Path, cfg, *, batch_rows: int = 1000, overw
             if cfg.index.milvus_dense_index == "HNSW" else {}
         params.add_index("dense", index_type=cfg.index.milvus_dense_index, metric_type="IP", params=dense_params)
         client.create_collection(name, schema=_schema(client, dim), index_params=params,
-                                 description=json.dumps(manifest))
+                                 properties={MANIFEST_PROPERTY: json.dumps(manifest)})
     done = rows_in(client, name)
     # rows are upserted in row order, one batch per request: the rows present are 0..done-1 (a count that lags
     # behind, as with a cluster's bounded consistency, only makes the next run upsert a few rows again)
@@ -221,7 +238,7 @@ def load_collection(index_dir: str | Path, cfg, *, batch_rows: int = 1000, overw
         if progress:
             progress(done, n)
     client.flush(name)
-    client.close()
+    disconnect(client, cfg)
     manifest["seconds"] = round(time.perf_counter() - t0, 3)
     return manifest
 
@@ -396,8 +413,8 @@ class MilvusIndex:
     ``passage_ids`` is ``None``: a collection is not walked passage by passage.
     """
 
-    def __init__(self, client, collection: str, manifest: dict, encoder, batch_size: int):
-        self.client, self.collection, self.manifest = client, collection, manifest
+    def __init__(self, client, collection: str, manifest: dict, encoder, batch_size: int, cfg=None):
+        self.client, self.collection, self.manifest, self.cfg = client, collection, manifest, cfg
         self.path = f"milvus:{collection}"
         self.passage_ids = None
         self.passages = MilvusPassages(client, collection, int(manifest["n_passages"]))
@@ -405,6 +422,11 @@ class MilvusIndex:
         self.sparse = MilvusBM25Retriever(client, collection, self.passages)
         self.dense = MilvusDenseRetriever(client, collection, self.passages, encoder, batch_size)
         self.dense.passages_dim = int(manifest.get("dim", 0))
+
+    def close(self) -> None:
+        """Close the connection (:func:`disconnect`: a Milvus Lite file is locked by the process
+        that opened it until then)."""
+        disconnect(self.client, self.cfg)
 
     def text(self, passage_id: str) -> str:
         """The text of a passage (cached after a search returned it). Raises KeyError if absent."""
@@ -445,27 +467,43 @@ class MilvusIndex:
             MilvusError: no such collection, not a preqrag collection, or another embedder.
         """
         from .encoders import load_encoder
-        from .index import IndexOpenError, _embedder_sha256
+        from .index import IndexOpenError
 
         client = connect(cfg)
         name = cfg.index.collection
         try:
-            exists = client.has_collection(name)
+            manifest = _check_manifest(client, name, cfg)
+        except (MilvusError, IndexOpenError):
+            disconnect(client, cfg)
+            raise
         except _pymilvus().MilvusException as e:
+            disconnect(client, cfg)
             raise MilvusError(f"Milvus at {cfg.index.uri}: {e}") from e
-        if not exists:
-            raise MilvusError(f"Milvus at {cfg.index.uri} has no collection {name!r}; load one with "
-                              "`preqrag index --backend milvus --index IDX`")
-        manifest = _manifest_of(client, name)
-        built = manifest["embedder"]["name"]
-        if built != cfg.embedder.name:
-            raise IndexOpenError(f"Milvus collection {name!r} was built with embedder {built!r} but the "
-                                 f"configuration asks for {cfg.embedder.name!r}")
-        sha = manifest["embedder"].get("model_sha256")
-        current = _embedder_sha256(cfg) if sha else None
-        if sha and current is not None and current != sha:
-            raise IndexOpenError(f"Milvus collection {name!r} was built with another version of the embedder "
-                                 f"{built!r} (model sha256 {sha[:12]}, now {current[:12]})")
         client.load_collection(name)
         encoder = load_encoder(cfg.embedder, cfg.run.cache_dir)
-        return cls(client, name, manifest, encoder, cfg.embedder.batch_size)
+        return cls(client, name, manifest, encoder, cfg.embedder.batch_size, cfg)
+
+
+def _check_manifest(client, name: str, cfg) -> dict:
+    """The collection's manifest, checked against ``cfg``'s embedder (name and model sha256).
+
+    Raises:
+        MilvusError: no such collection, or not a preqrag collection.
+        IndexOpenError: built with another embedder, or another version of it.
+    """
+    from .index import IndexOpenError, _embedder_sha256
+
+    if not client.has_collection(name):
+        raise MilvusError(f"Milvus at {cfg.index.uri} has no collection {name!r}; load one with "
+                          "`preqrag index --backend milvus --index IDX`")
+    manifest = _manifest_of(client, name)
+    built = manifest["embedder"]["name"]
+    if built != cfg.embedder.name:
+        raise IndexOpenError(f"Milvus collection {name!r} was built with embedder {built!r} but the "
+                             f"configuration asks for {cfg.embedder.name!r}")
+    sha = manifest["embedder"].get("model_sha256")
+    current = _embedder_sha256(cfg) if sha else None
+    if sha and current is not None and current != sha:
+        raise IndexOpenError(f"Milvus collection {name!r} was built with another version of the embedder "
+                             f"{built!r} (model sha256 {sha[:12]}, now {current[:12]})")
+    return manifest
