@@ -58,6 +58,12 @@ def gold_traces(questions, rankings) -> list:
     return out
 
 
+def md_table(rows: list[dict], cols: list[str]) -> list[str]:
+    """Markdown table lines of ``rows`` (dicts) over ``cols``; a missing or None cell is empty."""
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    return out + ["| " + " | ".join("" if r.get(c) is None else str(r[c]) for c in cols) + " |" for r in rows]
+
+
 def describe(m: dict) -> str:
     """One line for Markdown tables."""
     return f"{m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['os']}, Python {m['python']}"

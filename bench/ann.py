@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, final_retrieval_columns, gold_traces, machine, pct  # noqa: E402
+from _common import describe, final_retrieval_columns, gold_traces, machine, md_table, pct  # noqa: E402
 
 from preqrag.config import IndexConfig, load_config  # noqa: E402
 from preqrag.index import Index  # noqa: E402
@@ -109,9 +109,7 @@ def main(argv=None) -> int:
             "p50_ms_batch1", "p95_ms_batch1", "p50_ms_batch16", "p95_ms_batch16"]
     lines = ["# Dense index types: ANN against flat", "", f"Command: `{data['command']}`", "",
              f"Machine: {describe(data['machine'])}; {data['date']}. {rows[0]['passages'] if rows else 0} passages, "
-             f"{len(questions)} questions.", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        lines.append("| " + " | ".join("" if r.get(c) is None else str(r[c]) for c in cols) + " |")
+             f"{len(questions)} questions.", "", *md_table(rows, cols)]
     atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     return 0
 

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, final_retrieval_columns, gold_traces, machine, pct  # noqa: E402
+from _common import describe, final_retrieval_columns, gold_traces, machine, md_table, pct  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.index import Index  # noqa: E402
@@ -117,9 +117,7 @@ def main(argv=None) -> int:
              f"{data['load_seconds']} s (this run; 0 if resumed complete), open {data['open_seconds']} s, first BM25 "
              f"query {data['first_bm25_query_ms']} ms. Milvus Lite is a pure-Python stand-in: its latencies say "
              "nothing about a Milvus server.", "",
-             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        lines.append("| " + " | ".join("" if r.get(c) is None else str(r[c]) for c in cols) + " |")
+             *md_table(rows, cols)]
     atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     return 0
 
