@@ -43,7 +43,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, machine  # noqa: E402
+from _common import describe, machine, pct  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
@@ -78,14 +78,6 @@ def _get(url: str) -> int:
             return r.status
     except urllib.error.HTTPError as e:
         return e.code
-
-
-def pct(xs: list[float], p: float) -> float | None:
-    """The p-th percentile (nearest rank) of ``xs``; None when empty."""
-    if not xs:
-        return None
-    s = sorted(xs)
-    return s[min(len(s) - 1, max(0, round(p / 100 * len(s) + 0.5) - 1))]
 
 
 def load_run(url: str, requests: list[dict], clients: int, timeout: float) -> tuple[list[dict], float]:
