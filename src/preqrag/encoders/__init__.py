@@ -20,7 +20,11 @@ def load_encoder(cfg: EmbedderConfig, cache_dir: str | None = None) -> Encoder:
     """
     model = resolve(cfg.name)
     encoder: Encoder
-    if model.format == "onnx":
+    if model.format == "wordllama":
+        from .wordllama import WordLlamaEncoder
+
+        encoder = WordLlamaEncoder(model.location, name=cfg.name)
+    elif model.format == "onnx":
         from .onnx import OnnxEncoder
 
         encoder = OnnxEncoder(model.location, name=cfg.name, query_prefix=cfg.query_prefix,

@@ -1,0 +1,44 @@
+"""The WordLlama static encoder (bundled in the wordllama package) as an index embedder."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("wordllama")
+
+from conftest import TEST_OVERRIDES  # noqa: E402
+
+from preqrag.config import load_config  # noqa: E402
+from preqrag.encoders import load_encoder  # noqa: E402
+from preqrag.index import Index, IndexOpenError, build_index  # noqa: E402
+
+
+def test_encodes_unit_vectors_that_rank_paraphrases_first():
+    cfg = load_config(None, {"embedder": {"name": "wordllama"}})
+    enc = load_encoder(cfg.embedder)
+    texts = ["The vaccine trains the immune system to recognise a virus.",
+             "Immunisation teaches the body's immune defences to spot viruses.",
+             "The stock market fell sharply on Tuesday after the rate decision."]
+    v = enc.encode(texts, is_query=False)
+    assert v.shape == (3, 256) and v.dtype == np.float32
+    assert np.allclose(np.linalg.norm(v, axis=1), 1.0, atol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2]
+    assert enc.encode([], is_query=True).shape == (0, 256)
+    assert enc.count_tokens("hello world") >= 2
+
+
+def test_index_built_with_wordllama_finds_gold_documents(small_corpus, tmp_path):
+    cfg = load_config(None, {**TEST_OVERRIDES, "embedder": {"name": "wordllama"}})
+    out = tmp_path / "idx"
+    manifest = build_index(small_corpus[0], out, cfg)
+    assert manifest["embedder"]["name"] == "wordllama" and manifest["embedder"]["dim"] == 256
+    assert manifest["embedder"]["model_sha256"]
+    index = Index.open(out, cfg)
+    questions = small_corpus[2]
+    found = index.dense.search([q["question"] for q in questions], 10)
+    hits = sum(bool({index.passages[p].doc_id for p in r.ids} & set(q["gold_doc_ids"]))
+               for r, q in zip(found, questions))
+    assert hits >= len(questions) // 2  # a weak static model, 18 documents: most gold documents in the top 10
+    with pytest.raises(IndexOpenError, match="embedder"):
+        Index.open(out, load_config(None, TEST_OVERRIDES))
