@@ -1,0 +1,310 @@
+"""Issue 11: how building and serving grow with the corpus — docs/bench/scale.json + scale.md.
+
+For each size N (``--sizes``, passages):
+
+1. **Corpus.** A seeded synthetic corpus of N one-passage documents resampled from real text: the
+   sentences of a source index's passages (``--source``, an index directory) are pooled, and each
+   document takes uniformly drawn sentences until it reaches a length drawn from the source
+   passages' word counts (``numpy.random.default_rng(seed)``). Written as FineWeb-style Parquet
+   (``id``, ``text``). Not timed.
+2. **Build** with the production command, as a child process: ``preqrag index --corpus C --index
+   DIR --config scale.toml`` where scale.toml sets ``[embedder] name = "wordllama"`` (the static
+   WordLlama encoder: encoding N passages with all-MiniLM-L6-v2 would take N/16 s here, ~3.6 days
+   at 5M) and ``[index] dense_index = "flat"``. Phase seconds from the manifest; peak RSS = the
+   child's own ``ru_maxrss``. The other dense types (``--types``) are built from the
+   flat index's vectors (written once as memory-mapped ``.npy`` files) with
+   :func:`preqrag.retrieval.dense.build_faiss`, each in its own child (its seconds and peak RSS);
+   their ``build_seconds`` = the flat build minus its dense phase plus theirs. IVF-PQ uses the default
+   48 sub-quantisers where they divide the dimension, else the largest count ≤ 48 that does (32 for
+   WordLlama's 256).
+3. **Serve**, one child per type: ``Index.open`` (BM25 memory-mapped, the passage store) and the
+   type's ``DenseRetriever`` load, timed (``open_seconds``); then ``--queries`` dev questions (the
+   fixed-seed sample) searched one at a time and in batches of 16: BM25 and dense p50/p95 ms
+   (dense: search of precomputed query vectors, encoding excluded). ``serve_rss_mb`` = the child's
+   ``RssAnon`` after the queries (anonymous memory: memory-mapped index pages are not counted, as
+   the issue's target says), ``serve_vmrss_mb`` = its whole ``VmRSS``. ``recall@10_vs_flat``:
+   mean share of the flat top-10 found by the type's top-10.
+
+Also recorded: the real encoder's passages/s (``--real-encoder-sample`` passages with the default
+embedder, all-MiniLM-L6-v2), so the WordLlama build times can be read against it.
+
+Usage:
+  python bench/scale.py --source IDX --questions ../shared/liverag-bench/dev.jsonl \\
+         --sizes 100000,1000000,5000000 --types flat,hnsw,ivf-pq --workdir /tmp/scale \\
+         [--queries 200] [--seed 0] [--keep] [-o docs/bench/scale.json]
+Rows merge into an existing output by (passages, dense_index). Sizes run in the order given;
+each size's directory is removed after its rows unless ``--keep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import random
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import describe, machine, md_table, pct  # noqa: E402
+
+HERE = Path(__file__).resolve()
+SENTENCE = re.compile(r"(?<=[.!?])\s+")
+ROW_GROUP = 50_000
+
+
+# ---------------------------------------------------------------------------------------- corpus
+def generate(source: Path, n: int, seed: int, out: Path) -> dict:
+    """Write ``n`` synthetic one-passage documents resampled from ``source``'s passages to ``out``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    texts = pq.read_table(source / "passages.parquet", columns=["text"]).column("text").to_pylist()
+    lengths = np.asarray([len(t.split()) for t in texts])
+    pool = [s for t in texts for s in SENTENCE.split(t) if s.strip()]
+    words = np.asarray([len(s.split()) for s in pool])
+    del texts
+    rng = np.random.default_rng(seed)
+    schema = pa.schema([("id", pa.string()), ("text", pa.string())])
+    with pq.ParquetWriter(str(out), schema) as w:
+        for lo in range(0, n, ROW_GROUP):
+            hi = min(n, lo + ROW_GROUP)
+            ids, docs = [], []
+            targets = rng.choice(lengths, size=hi - lo)
+            for i, target in enumerate(targets):
+                parts, have = [], 0
+                while have < max(1, target):
+                    j = int(rng.integers(len(pool)))
+                    parts.append(pool[j])
+                    have += int(words[j])
+                ids.append(f"syn-{lo + i}")
+                docs.append(" ".join(parts))
+            w.write_table(pa.table({"id": ids, "text": docs}, schema=schema))
+    return {"source_passages": int(len(lengths)), "sentences": len(pool), "seed": seed}
+
+
+# ---------------------------------------------------------------------------------------- children
+def run_child(args: list[str], out_json: Path | None = None) -> tuple[dict | None, float, float]:
+    """Run a child process; (its JSON on stdout or in ``out_json``, wall seconds, its peak RSS in MB as
+    it reported it: ``ru_maxrss`` of its own process)."""
+    t0 = time.perf_counter()
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = p.communicate()
+    wall = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"child failed ({p.returncode}): {' '.join(args)}\n{err[-3000:]}")
+    data = json.loads(out_json.read_text()) if out_json else (json.loads(out) if out.strip() else None)
+    peak = (data or {}).pop("_peak_rss_mb", None)
+    return data, wall, peak
+
+
+def _peak_mb() -> float:
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def _status_mb(field: str) -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def child_build(corpus: str, index: str, config: str) -> None:
+    """Child: the production build (same code as `preqrag index`), manifest + own peak RSS."""
+    from preqrag.config import load_config
+    from preqrag.index import build_index
+
+    m = build_index(corpus, index, load_config(config))
+    print(json.dumps({"manifest": m, "_peak_rss_mb": _peak_mb()}))
+
+
+def child_dense(vectors_dir: str, out: str, kind: str) -> None:
+    """Child: build dense index ``kind`` from the memory-mapped vector files."""
+    from preqrag.config import IndexConfig
+    from preqrag.retrieval.dense import build_faiss
+
+    files = sorted(Path(vectors_dir).glob("v_*.npy"))
+    dim = np.load(files[0], mmap_mode="r").shape[1]
+    pq_m = max(m for m in range(1, 49) if dim % m == 0)  # the default 48 sub-quantisers, or fewer to divide dim
+    t = time.perf_counter()
+    info = build_faiss(files, out, IndexConfig(dense_index=kind, pq_m=pq_m))
+    print(json.dumps({"info": info, "seconds": time.perf_counter() - t, "_peak_rss_mb": _peak_mb()}))
+
+
+def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_file: str) -> None:
+    """Child: open, query, report latencies, top-10 ids and memory."""
+    from preqrag.config import IndexConfig, load_config
+    from preqrag.index import Index
+    from preqrag.retrieval.dense import DenseRetriever
+
+    qs = json.loads(Path(queries_file).read_text())
+    cfg = load_config(config)
+    t = time.perf_counter()
+    idx = Index.open(index, cfg)
+    dense = DenseRetriever(faiss_path, idx.passage_ids, idx.encoder, cfg=IndexConfig(dense_index=kind))
+    dense._load()
+    idx.sparse._load()
+    open_s = time.perf_counter() - t
+    qvec = idx.encoder.encode(qs, is_query=True)
+    idx.sparse.search(qs[:2], 10)  # first-call costs out of the figures
+    dense.search_vectors(qvec[:2], 10)
+
+    def lat(fn, batch):
+        ms = []
+        for lo in range(0, len(qs) - batch + 1, batch):
+            t0 = time.perf_counter()
+            fn(lo, lo + batch)
+            ms.append((time.perf_counter() - t0) * 1000)
+        return ms
+
+    bm1 = lat(lambda a, b: idx.sparse.search(qs[a:b], 10), 1)
+    bm16 = lat(lambda a, b: idx.sparse.search(qs[a:b], 10), 16)
+    top = dense.search_vectors(qvec, 10)
+    d1 = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 1)
+    d16 = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 16)
+    print(json.dumps({
+        "open_seconds": round(open_s, 3), "top10": [r.ids for r in top],
+        "bm25_p50_ms": round(pct(bm1, 50), 2), "bm25_p95_ms": round(pct(bm1, 95), 2),
+        "bm25_b16_p50_ms": round(pct(bm16, 50), 2), "bm25_b16_p95_ms": round(pct(bm16, 95), 2),
+        "dense_p50_ms": round(pct(d1, 50), 3), "dense_p95_ms": round(pct(d1, 95), 3),
+        "dense_b16_p50_ms": round(pct(d16, 50), 3), "dense_b16_p95_ms": round(pct(d16, 95), 3),
+        "serve_rss_mb": _status_mb("RssAnon"), "serve_vmrss_mb": _status_mb("VmRSS"),
+        "_peak_rss_mb": _peak_mb()}))
+
+
+# ---------------------------------------------------------------------------------------- parent
+def real_encoder_rate(source: Path, n: int) -> dict:
+    import pyarrow.parquet as pq
+
+    from preqrag.config import load_config
+    from preqrag.encoders import load_encoder
+
+    cfg = load_config(None)
+    texts = pq.read_table(source / "passages.parquet", columns=["text"]).column("text").to_pylist()[:n]
+    enc = load_encoder(cfg.embedder)
+    enc.encode(texts[:32], is_query=False)
+    t = time.perf_counter()
+    enc.encode(texts, is_query=False, batch_size=cfg.embedder.batch_size)
+    s = time.perf_counter() - t
+    return {"embedder": cfg.embedder.name, "passages": len(texts), "seconds": round(s, 2),
+            "passages_per_second": round(len(texts) / s, 1)}
+
+
+def dump_vectors(index: Path, out: Path, rows: int = 262_144) -> None:
+    """The flat index's vectors as ``v_00000.npy``... (memory-mapped reads, one file at a time)."""
+    import faiss
+
+    flat = faiss.read_index(str(index / "dense.faiss"), faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY)
+    out.mkdir(parents=True, exist_ok=True)
+    for i, lo in enumerate(range(0, flat.ntotal, rows)):
+        np.save(out / f"v_{i:05d}.npy", flat.reconstruct_n(lo, min(rows, flat.ntotal - lo)))
+
+
+def main(argv=None) -> int:
+    if argv is None and len(sys.argv) > 1 and sys.argv[1].startswith("_"):
+        {"_build": child_build, "_dense": child_dense, "_serve": child_serve}[sys.argv[1]](*sys.argv[2:])
+        return 0
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--source", required=True, help="an index directory: its passages are resampled")
+    ap.add_argument("--questions", default=str(HERE.parent.parent.parent / "shared" / "liverag-bench" / "dev.jsonl"))
+    ap.add_argument("--sizes", default="100000,1000000,5000000")
+    ap.add_argument("--types", default="flat,hnsw,ivf-pq")
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", default="/tmp/preqrag-scale")
+    ap.add_argument("--real-encoder-sample", type=int, default=1024)
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("-o", "--out", default="docs/bench/scale.json")
+    args = ap.parse_args(argv)
+
+    from preqrag.io import atomic_write_text, read_questions
+
+    source, work = Path(args.source), Path(args.workdir)
+    work.mkdir(parents=True, exist_ok=True)
+    qs, _ = read_questions(args.questions)
+    qs = [q.question for q in random.Random(0).sample(qs, min(args.queries, len(qs)))]
+    qfile = work / "queries.json"
+    qfile.write_text(json.dumps(qs))
+    toml = work / "scale.toml"
+    toml.write_text('[embedder]\nname = "wordllama"\n[index]\ndense_index = "flat"\n')
+    out = Path(args.out)
+    data = json.loads(out.read_text()) if out.exists() else {"rows": []}
+    command = "python bench/scale.py " + " ".join(argv or sys.argv[1:])
+    if args.real_encoder_sample:
+        data["real_encoder"] = {**real_encoder_rate(source, args.real_encoder_sample), "command": command}
+    me = [sys.executable, str(HERE)]
+    for n in [int(x) for x in args.sizes.split(",")]:
+        d = work / str(n)
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
+        gen = generate(source, n, args.seed, d / "corpus.parquet")
+        built, _, build_peak = run_child(me + ["_build", str(d / "corpus.parquet"), str(d / "idx"), str(toml)])
+        m = built["manifest"]
+        disk_common = sum(f.stat().st_size for f in (d / "idx").rglob("*") if f.is_file() and f.name != "dense.faiss")
+        print(f"{n}: built in {m['seconds']['total']:.1f}s, peak {build_peak} MB", file=sys.stderr, flush=True)
+        flat_top = None
+        if any(k != "flat" for k in args.types.split(",")):
+            dump_vectors(d / "idx", d / "vectors")
+        for kind in args.types.split(","):
+            if kind == "flat":
+                faiss_path, dense_s, dense_peak = d / "idx" / "dense.faiss", m["seconds"]["dense"], build_peak
+            else:
+                faiss_path = d / f"{kind}.faiss"
+                res, _, dense_peak = run_child(me + ["_dense", str(d / "vectors"), str(faiss_path), kind])
+                dense_s = res["seconds"]
+            served, _, _ = run_child(me + ["_serve", str(d / "idx"), str(toml), str(faiss_path), kind, str(qfile)])
+            top = [set(t) for t in served.pop("top10")]
+            if kind == "flat":
+                flat_top = top
+            recall = (None if flat_top is None else
+                      round(float(np.mean([len(a & b) / max(1, len(a)) for a, b in zip(flat_top, top)])), 4))
+            row = {"passages": m["n_passages"], "documents": n, "dense_index": kind,
+                   "build_seconds": round(m["seconds"]["total"] - m["seconds"]["dense"] + dense_s, 1),
+                   "build_phase_seconds": {**{k: v for k, v in m["seconds"].items() if k != "total"},
+                                           "dense": round(dense_s, 1)},
+                   "build_peak_rss_mb": max(build_peak, dense_peak or 0),
+                   "disk_mb": round((disk_common + faiss_path.stat().st_size) / 2**20, 1),
+                   **served, "recall@10_vs_flat": recall, "embedder": m["embedder"]["name"],
+                   "corpus": gen, "queries": len(qs), "machine": machine(),
+                   "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                   "command": command}
+            print(json.dumps({k: v for k, v in row.items() if k not in ("machine", "corpus")}), flush=True)
+            data["rows"] = [r for r in data["rows"] if (r["passages"], r["dense_index"]) != (row["passages"], kind)]
+            data["rows"].append(row)
+            data["rows"].sort(key=lambda r: (r["passages"], r["dense_index"]))
+            atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+        if not args.keep:
+            shutil.rmtree(d)
+    write_markdown(data, out.with_suffix(".md"))
+    return 0
+
+
+def write_markdown(data: dict, path: Path) -> None:
+    from preqrag.io import atomic_write_text
+
+    cols = ["passages", "dense_index", "build_seconds", "build_peak_rss_mb", "disk_mb", "open_seconds",
+            "serve_rss_mb", "serve_vmrss_mb", "bm25_p50_ms", "bm25_p95_ms", "bm25_b16_p50_ms", "dense_p50_ms",
+            "dense_p95_ms", "dense_b16_p50_ms", "recall@10_vs_flat"]
+    rows = data["rows"]
+    lines = ["# Scale: build and serve from 100k passages up", ""]
+    if rows:
+        lines += [f"Machine: {describe(rows[-1]['machine'])}. Vectors: {rows[-1]['embedder']} (static; see the "
+                  "docstring of bench/scale.py). Commands per row in scale.json.", ""]
+    if data.get("real_encoder"):
+        r = data["real_encoder"]
+        lines += [f"Real encoder ({r['embedder']}): {r['passages_per_second']} passages/s "
+                  f"({r['passages']} passages in {r['seconds']} s; `{r['command']}`).", ""]
+    lines += md_table(rows, cols)
+    atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
