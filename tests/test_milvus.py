@@ -64,6 +64,8 @@ def test_retrieval_matches_the_embedded_index(milvus, small_index, small_corpus)
         docs = {index.passages[pid].doc_id for pid in r.ids}
         found += bool(docs & set(q["gold_doc_ids"]))
     assert found >= len(questions) - 1
+    mixed = index.sparse.search(["   ", questions[0]], 10)  # one call for the batch; a blank query matches nothing
+    assert mixed[0].ids == [] and mixed[1].ids
     assert index.sparse.search(["   "], 10)[0].ids == []
 
     # passages read back by id, with their text, as from the embedded store

@@ -340,17 +340,16 @@ class MilvusBM25Retriever:
     def search(self, queries: list[str], k: int) -> list[Ranking]:
         if not queries:
             return []
-        out = []
-        for q in queries:  # Milvus rejects an empty text; such a query matches nothing, as in bm25s
-            if not q.strip():
-                out.append(Ranking())
-                continue
-            res = self.client.search(self.collection, data=[q], anns_field="sparse", limit=k,
-                                     output_fields=FIELDS, search_params={"metric_type": "BM25"})
-            r = _rankings(res, self.passages.cache)[0]
+        out = [Ranking() for _ in queries]  # Milvus rejects an empty text; it matches nothing, as in bm25s
+        asked = [i for i, q in enumerate(queries) if q.strip()]
+        if not asked:
+            return out
+        res = self.client.search(self.collection, data=[queries[i] for i in asked], anns_field="sparse", limit=k,
+                                 output_fields=FIELDS, search_params={"metric_type": "BM25"})
+        for i, r in zip(asked, _rankings(res, self.passages.cache)):
             scores = [abs(s) for s in r.scores]  # Milvus Lite: negative distance; server: positive score
-            keep = [i for i, s in enumerate(scores) if s > 0]
-            out.append(Ranking(ids=[r.ids[i] for i in keep], scores=[scores[i] for i in keep]))
+            keep = [j for j, s in enumerate(scores) if s > 0]
+            out[i] = Ranking(ids=[r.ids[j] for j in keep], scores=[scores[j] for j in keep])
         return out
 
 
