@@ -11,10 +11,14 @@ Rows (ablation columns + ``cross_validated``; quality of the ``final`` ranking a
   hybrid-rerank           the ladder's row (BM25 + dense, union, cross-encoder; no training)
   learned-ranker          + [merge] name = "learned" (LambdaMART trained on the other folds)
   dense-raw               dense retrieval only, base encoder            (--encoder)
-  dense-raw-tuned         dense only, encoder fine-tuned on the other folds, corpus re-indexed (--encoder)
-  hybrid-rerank-tuned     hybrid-rerank over the fine-tuned encoder's index  (--encoder)
-  both                    fine-tuned encoder + learned ranker (ranker trained on the tuned index's traces)
-                          (--encoder)
+  dense-raw-tuned         dense only, encoder fine-tuned on the other folds (--encoder)
+  hybrid-rerank-tuned     hybrid-rerank with the fine-tuned encoder's dense retrieval (--encoder)
+  both                    fine-tuned encoder + learned ranker (--encoder)
+With ``--encoder-eval reindex`` the corpus is re-indexed with each fold's encoder (about 95 min per
+fold for the bench corpus on 2 CPU cores) and the "both" ranker is trained on the tuned index's
+traces. With ``--encoder-eval pool`` (default) the tuned encoder searches a pool of each fold's
+first-stage candidates (the top ``--pool-depth`` BM25 and base-dense passages of every test question,
+re-encoded: minutes), and "both" applies the fold's ranker trained on base traces; see _pool_rows.
 Also per learned row: training wall seconds and peak RSS (each ranker fold trains in a spawned
 child process: peak = the largest child's max RSS; the encoder trains in the bench process: peak = that
 process's max RSS, retrieval models included), and for the ranker its query-time cost in ms/question (feature
@@ -115,6 +119,75 @@ def apply_ranker(model_path, qs, traces):
     return out, 1000 * merge_s / max(len(qs), 1), 1000 * predict_s / max(len(qs), 1)
 
 
+def _pool_rows(args, base_traces, dense_traces, test_qs, model_dir, work):
+    """The tuned encoder's rows of one fold without re-indexing the corpus (``--encoder-eval pool``).
+
+    The pool is the union, over the fold's test questions, of the top-``--pool-depth`` BM25 and
+    base-dense passages (from the base traces), re-encoded with the fold's fine-tuned encoder into a
+    flat FAISS index. Dense retrieval of the test questions searches that pool (dense-raw-tuned), and
+    hybrid-rerank-tuned is the ladder's pipeline with its dense retriever replaced by the pool search
+    (BM25 over the whole index as before). Check: the base encoder over the same pool returns its
+    full-corpus top-10 exactly (its top-D passages are in the pool), asserted below. For the tuned
+    encoder the pool can only help: passages outside it, which it might rank high, are never
+    candidates. Returns (dense traces, s/q, hybrid traces, s/q, pool passages).
+    """
+    import faiss
+    import numpy as np
+
+    from preqrag.config import EmbedderConfig
+    from preqrag.encoders import load_encoder
+    from preqrag.retrieval.dense import DenseRetriever
+
+    depth = args.pool_depth
+    work.mkdir(parents=True, exist_ok=True)
+    pool = sorted({pid for q in test_qs for key in ("sparse", "dense")
+                   for r in base_traces[q.key].rankings.get(key, []) for pid in r.ids[:depth]})
+    base = Pipeline.from_config(args.index, _config(args.config, DENSE_RAW))
+    row_of = {pid: i for i, pid in enumerate(base.index.passage_ids)}
+    rows = np.array([row_of[pid] for pid in pool], dtype=np.int64)
+
+    # the check: base vectors of the pool rows, base query vectors -> the full-corpus dense top-10
+    full = base.index.dense._load()
+    base_vecs = np.vstack([full.reconstruct(int(r)) for r in rows]).astype(np.float32)
+    base_path = work / "base.faiss"
+    ix = faiss.IndexFlatIP(base_vecs.shape[1])
+    ix.add(base_vecs)
+    faiss.write_index(ix, str(base_path))
+    check = DenseRetriever(base_path, pool, base.index.encoder)
+    got = check.search([q.question for q in test_qs], 10)
+    for q, r in zip(test_qs, got):
+        want = dense_traces[q.key].rankings["dense"][0].ids[:10]
+        if set(r.ids) != set(want):  # as a set: equal scores may swap places
+            raise AssertionError(f"pool check: base dense top-10 of {q.key} differs from the full index's")
+
+    tuned_path = work / "tuned.faiss"
+    encoder = load_encoder(EmbedderConfig(name=str(model_dir)))
+    if not tuned_path.exists():
+        texts = [base.index.text(pid) for pid in pool]
+        t0 = time.perf_counter()
+        vecs = encoder.encode(texts, is_query=False, batch_size=32)
+        print(f"pool: {len(pool)} passages encoded in {time.perf_counter() - t0:.0f} s", flush=True)
+        ix = faiss.IndexFlatIP(vecs.shape[1])
+        ix.add(vecs)
+        faiss.write_index(ix, str(tuned_path) + ".tmp")
+        Path(str(tuned_path) + ".tmp").replace(tuned_path)
+    tag = f"{model_dir.name}-pool{depth}"
+    out = []
+    for name, overrides in (("dense-raw-tuned", DENSE_RAW), ("hybrid-rerank-tuned", HYBRID_RERANK)):
+        pipeline = Pipeline.from_config(args.index, _config(args.config, overrides))
+        pipeline.index.dense = DenseRetriever(tuned_path, pool, encoder)
+        pipeline.warm_up()
+        t0 = time.perf_counter()
+        cache = work / f"{name}.{tag}.traces.jsonl"
+        n0 = max(sum(1 for _ in open(cache)) - 1, 0) if cache.exists() else 0
+        traces = collect_traces(pipeline, test_qs, cache, batch_size=args.batch_size)
+        fresh = len(test_qs) - n0
+        spq = ((time.perf_counter() - t0) / fresh if fresh > 0
+               else sum(sum(t.seconds.values()) for t in traces.values()) / len(traces))
+        out += [traces, round(spq, 4)]
+    return (*out, len(pool))
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--index", required=True, help="index built with the base encoder")
@@ -130,6 +203,11 @@ def main(argv=None) -> int:
     ap.add_argument("--encoder-epochs", type=int, default=1)
     ap.add_argument("--encoder-max-steps", type=int, default=0)
     ap.add_argument("--encoder-batch-size", type=int, default=32)
+    ap.add_argument("--encoder-eval", choices=["pool", "reindex"], default="pool",
+                    help="pool: the tuned encoder searches a pool of each fold's first-stage candidates "
+                         "(re-encoded; minutes); reindex: the whole corpus is re-indexed per fold (hours on CPU)")
+    ap.add_argument("--pool-depth", type=int, default=30,
+                    help="pool: the top-D BM25 and top-D base-dense passages of every test question")
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--workdir", default="bench_work/learned")
     ap.add_argument("--label", default=None)
@@ -183,8 +261,8 @@ def main(argv=None) -> int:
     learned_rows(base_traces, base_spq, "base", "learned-ranker")
 
     if args.encoder:
-        if not args.corpus:
-            ap.error("--encoder needs --corpus (the corpus is re-indexed with each fold's encoder)")
+        if args.encoder_eval == "reindex" and not args.corpus:
+            ap.error("--encoder-eval reindex needs --corpus (the corpus is re-indexed with each fold's encoder)")
         from preqrag.index import build_index
         from preqrag.learned.encoder import EncoderParams, train_encoder
 
@@ -195,7 +273,7 @@ def main(argv=None) -> int:
                                 max_steps=args.encoder_max_steps, seed=args.seed)
         tuned = {"dense-raw-tuned": {}, "hybrid-rerank-tuned": {}, "both": {}}
         spq = {k: [] for k in tuned}
-        enc_seconds, enc_peak, both_ms = [], 0.0, []
+        enc_seconds, enc_peak, both_ms, pool_sizes = [], 0.0, [], []
         for k, (train, test) in enumerate(folds):
             train_qs, test_qs = [qs[i] for i in train], [qs[i] for i in test]
             model_dir = work / f"encoder_fold{k}"
@@ -206,22 +284,28 @@ def main(argv=None) -> int:
                 enc_peak = max(enc_peak, round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
             record = json.loads((model_dir / "preqrag_training.json").read_text())
             enc_seconds.append(record["seconds"])
-            index_k = work / f"index_fold{k}"
-            cfg_k = _config(args.config, HYBRID_RERANK, embedder=str(model_dir))
-            if not (index_k / "manifest.json").exists():
-                build_index(args.corpus, index_k, cfg_k)
-            d_tr, d_spq = _retrieve(index_k, _config(args.config, DENSE_RAW, embedder=str(model_dir)), test_qs,
-                                    work / f"dense-raw-tuned_fold{k}.traces.jsonl", args.batch_size)
-            h_tr, h_spq = _retrieve(index_k, cfg_k, qs, work / f"hybrid-rerank-tuned_fold{k}.traces.jsonl",
-                                    args.batch_size)
+            if args.encoder_eval == "pool":
+                d_tr, d_spq, h_tr, h_spq, n_pool = _pool_rows(
+                    args, base_traces, dense_traces, test_qs, model_dir, work / f"pool_fold{k}")
+                pool_sizes.append(n_pool)
+                path = work / f"base_fold{k}.ranker.json"  # the ranker trained on base traces (stated)
+            else:
+                index_k = work / f"index_fold{k}"
+                cfg_k = _config(args.config, HYBRID_RERANK, embedder=str(model_dir))
+                if not (index_k / "manifest.json").exists():
+                    build_index(args.corpus, index_k, cfg_k)
+                d_tr, d_spq = _retrieve(index_k, _config(args.config, DENSE_RAW, embedder=str(model_dir)), test_qs,
+                                        work / f"dense-raw-tuned_fold{k}.traces.jsonl", args.batch_size)
+                h_tr, h_spq = _retrieve(index_k, cfg_k, qs, work / f"hybrid-rerank-tuned_fold{k}.traces.jsonl",
+                                        args.batch_size)
+                path = work / f"tuned_fold{k}.ranker.json"
+                _train_in_child(_fit_child, (train_qs, h_tr, params, str(path)))
             for t in (d_tr, h_tr):
                 check_traces(list(t[q.key] for q in test_qs), test_qs)
             tuned["dense-raw-tuned"].update({q.key: d_tr[q.key] for q in test_qs})
             tuned["hybrid-rerank-tuned"].update({q.key: h_tr[q.key] for q in test_qs})
             spq["dense-raw-tuned"].append(d_spq)
             spq["hybrid-rerank-tuned"].append(h_spq)
-            path = work / f"tuned_fold{k}.ranker.json"
-            _train_in_child(_fit_child, (train_qs, h_tr, params, str(path)))
             got, m, _ = apply_ranker(path, test_qs, h_tr)
             check_traces(list(got.values()), test_qs)
             tuned["both"].update(got)
@@ -231,6 +315,9 @@ def main(argv=None) -> int:
             emit(name, traces, round(sum(spq[name]) / len(spq[name]), 4), trained=True,
                  encoder_training_seconds_per_fold=round(sum(enc_seconds) / len(enc_seconds), 1),
                  encoder_training_peak_rss_mb=enc_peak or None,
+                 encoder_eval=args.encoder_eval,
+                 **({"pool_depth": args.pool_depth, "pool_passages_per_fold": pool_sizes}
+                    if args.encoder_eval == "pool" else {}),
                  **({"ranker_ms_per_question": round(sum(both_ms) / len(both_ms), 3)} if name == "both" else {}))
     write_markdown(rows, out.with_suffix(".md"))
     return 0
