@@ -64,8 +64,12 @@ def _config(base, overrides, embedder=None):
     return training_config(load_config(base, ov, pipeline="preqrag"))  # rows are changes to PreQRAG, as the ladder
 
 
-def _retrieve(index, cfg, qs, cache, batch_size):
+def _retrieve(index, cfg, qs, cache, batch_size, dense=None):
+    """Traces of ``qs`` (resumable through ``cache``) and seconds per question; ``dense``: a dense
+    retriever that replaces the index's (the ``--encoder-eval pool`` rows)."""
     pipeline = Pipeline.from_config(index, cfg)
+    if dense is not None:
+        pipeline.index.dense = dense
     pipeline.warm_up()  # model loading is not per-question time
     t0 = time.perf_counter()
     n0 = sum(1 for _ in open(cache)) - 1 if Path(cache).exists() else 0
@@ -131,30 +135,25 @@ def _pool_rows(args, base_traces, dense_traces, test_qs, model_dir, work):
     encoder the pool can only help: passages outside it, which it might rank high, are never
     candidates. Returns (dense traces, s/q, hybrid traces, s/q, pool passages).
     """
-    import faiss
     import numpy as np
 
     from preqrag.config import EmbedderConfig
     from preqrag.encoders import load_encoder
-    from preqrag.retrieval.dense import DenseRetriever
+    from preqrag.index import Index
+    from preqrag.retrieval.dense import DenseRetriever, build_faiss
 
     depth = args.pool_depth
     work.mkdir(parents=True, exist_ok=True)
     pool = sorted({pid for q in test_qs for key in ("sparse", "dense")
                    for r in base_traces[q.key].rankings.get(key, []) for pid in r.ids[:depth]})
-    base = Pipeline.from_config(args.index, _config(args.config, DENSE_RAW))
-    row_of = {pid: i for i, pid in enumerate(base.index.passage_ids)}
+    index = Index.open(args.index, _config(args.config, DENSE_RAW))
+    row_of = {pid: i for i, pid in enumerate(index.passage_ids)}
     rows = np.array([row_of[pid] for pid in pool], dtype=np.int64)
 
     # the check: base vectors of the pool rows, base query vectors -> the full-corpus dense top-10
-    full = base.index.dense._load()
-    base_vecs = np.vstack([full.reconstruct(int(r)) for r in rows]).astype(np.float32)
     base_path = work / "base.faiss"
-    ix = faiss.IndexFlatIP(base_vecs.shape[1])
-    ix.add(base_vecs)
-    faiss.write_index(ix, str(base_path))
-    check = DenseRetriever(base_path, pool, base.index.encoder)
-    got = check.search([q.question for q in test_qs], 10)
+    build_faiss(index.dense._load().reconstruct_batch(rows).astype(np.float32), base_path)
+    got = DenseRetriever(base_path, pool, index.encoder).search([q.question for q in test_qs], 10)
     for q, r in zip(test_qs, got):
         want = dense_traces[q.key].rankings["dense"][0].ids[:10]
         if set(r.ids) != set(want):  # as a set: equal scores may swap places
@@ -163,29 +162,17 @@ def _pool_rows(args, base_traces, dense_traces, test_qs, model_dir, work):
     tuned_path = work / "tuned.faiss"
     encoder = load_encoder(EmbedderConfig(name=str(model_dir)))
     if not tuned_path.exists():
-        texts = [base.index.text(pid) for pid in pool]
         t0 = time.perf_counter()
-        vecs = encoder.encode(texts, is_query=False, batch_size=32)
+        vecs = encoder.encode([index.text(pid) for pid in pool], is_query=False, batch_size=32)
         print(f"pool: {len(pool)} passages encoded in {time.perf_counter() - t0:.0f} s", flush=True)
-        ix = faiss.IndexFlatIP(vecs.shape[1])
-        ix.add(vecs)
-        faiss.write_index(ix, str(tuned_path) + ".tmp")
-        Path(str(tuned_path) + ".tmp").replace(tuned_path)
+        build_faiss(vecs, tuned_path)
+    dense = DenseRetriever(tuned_path, pool, encoder)
     tag = f"{model_dir.name}-pool{depth}"
-    out = []
-    for name, overrides in (("dense-raw-tuned", DENSE_RAW), ("hybrid-rerank-tuned", HYBRID_RERANK)):
-        pipeline = Pipeline.from_config(args.index, _config(args.config, overrides))
-        pipeline.index.dense = DenseRetriever(tuned_path, pool, encoder)
-        pipeline.warm_up()
-        t0 = time.perf_counter()
-        cache = work / f"{name}.{tag}.traces.jsonl"
-        n0 = max(sum(1 for _ in open(cache)) - 1, 0) if cache.exists() else 0
-        traces = collect_traces(pipeline, test_qs, cache, batch_size=args.batch_size)
-        fresh = len(test_qs) - n0
-        spq = ((time.perf_counter() - t0) / fresh if fresh > 0
-               else sum(sum(t.seconds.values()) for t in traces.values()) / len(traces))
-        out += [traces, round(spq, 4)]
-    return (*out, len(pool))
+    d_tr, d_spq = _retrieve(args.index, _config(args.config, DENSE_RAW), test_qs,
+                            work / f"dense-raw-tuned.{tag}.traces.jsonl", args.batch_size, dense=dense)
+    h_tr, h_spq = _retrieve(args.index, _config(args.config, HYBRID_RERANK), test_qs,
+                            work / f"hybrid-rerank-tuned.{tag}.traces.jsonl", args.batch_size, dense=dense)
+    return d_tr, d_spq, h_tr, h_spq, len(pool)
 
 
 def main(argv=None) -> int:

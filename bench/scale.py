@@ -46,6 +46,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -219,7 +220,7 @@ def main(argv=None) -> int:
     ap.add_argument("--types", default="flat,hnsw,ivf-pq")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--workdir", default="/tmp/preqrag-scale")
+    ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "preqrag-scale"))
     ap.add_argument("--real-encoder-sample", type=int, default=1024)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("-o", "--out", default="docs/bench/scale.json")
