@@ -35,7 +35,7 @@ from .encoders import load_encoder
 from .io import atomic_write_text, iter_corpus
 from .passages import PassageStore, write_store
 from .records import Passage
-from .retrieval.bm25 import BM25Retriever, build_bm25
+from .retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts
 from .retrieval.dense import DenseRetriever, build_faiss
 from .stages import Encoder
 
@@ -145,6 +145,8 @@ def publish_partial(partial: Path, out: Path) -> None:
 
 PASSAGE_ROW_GROUP = 8192
 """Passages per Parquet row group written while chunking."""
+CHUNK_BATCH = 256
+"""Documents chunked per :meth:`~preqrag.chunking.Chunker.split_many` call (one batched tokenizer call)."""
 
 
 def write_passages(corpus: str | Path, path: str | Path, chunker: Chunker, shard: int = 0, n_shards: int = 1,
@@ -175,25 +177,36 @@ def write_passages(corpus: str | Path, path: str | Path, chunker: Chunker, shard
     schema = pa.schema(fields)
     cols: dict[str, list] = {name: [] for name in schema.names}
     n_total = n_kept = n_passages = 0
-    with pq.ParquetWriter(str(path), schema) as writer:
-        for ordinal, (doc_id, text, _meta) in enumerate(iter_corpus(corpus)):
-            n_total += 1
-            if ordinal % n_shards != shard:
-                continue
-            n_kept += 1
-            for p in chunker.split(doc_id, text):
+    pending: list[tuple[int, str, str]] = []
+
+    def chunk_pending(writer) -> None:
+        nonlocal cols, n_passages
+        for (ordinal, _, _), passages in zip(pending, chunker.split_many([(d, t) for _, d, t in pending])):
+            for p in passages:
                 cols["id"].append(p.id)
                 cols["doc_id"].append(p.doc_id)
                 cols["position"].append(p.position)
                 cols["text"].append(p.text)
                 if n_shards > 1:
                     cols["doc_ordinal"].append(ordinal)
-            if len(cols["id"]) >= PASSAGE_ROW_GROUP:
-                n_passages += len(cols["id"])
-                writer.write_table(pa.table(cols, schema=schema))
-                cols = {name: [] for name in schema.names}
+        pending.clear()
+        if len(cols["id"]) >= PASSAGE_ROW_GROUP:
+            n_passages += len(cols["id"])
+            writer.write_table(pa.table(cols, schema=schema))
+            cols = {name: [] for name in schema.names}
+
+    with pq.ParquetWriter(str(path), schema) as writer:
+        for ordinal, (doc_id, text, _meta) in enumerate(iter_corpus(corpus)):
+            n_total += 1
+            if ordinal % n_shards != shard:
+                continue
+            n_kept += 1
+            pending.append((ordinal, doc_id, text))
+            if len(pending) >= CHUNK_BATCH:
+                chunk_pending(writer)
             if progress and n_kept % 500 == 0:
                 progress("chunking", n_kept, 0)
+        chunk_pending(writer)
         if cols["id"]:
             n_passages += len(cols["id"])
             writer.write_table(pa.table(cols, schema=schema))
@@ -278,15 +291,9 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
     write_store(partial / "passages.parquet", partial)  # memory-mapped passage store (preqrag.passages)
     seconds["chunking"] = time.perf_counter() - t
 
-    # 2. sparse index (bm25s indexes a list: the texts, not passage objects, are held here)
+    # 2. sparse index, streamed from the passages file (preqrag.retrieval.bm25.build_bm25)
     t = time.perf_counter()
-    import pyarrow.parquet as pq
-
-    texts = pq.read_table(partial / "passages.parquet", columns=["text"]).column("text").to_pylist()
-    if (partial / "bm25").exists():
-        shutil.rmtree(partial / "bm25")
-    build_bm25(texts, cfg.bm25, partial / "bm25")
-    del texts
+    build_bm25(parquet_texts(partial / "passages.parquet"), cfg.bm25, partial / "bm25")
     seconds["bm25"] = time.perf_counter() - t
 
     # 3. dense index, checkpointed in shards

@@ -198,7 +198,7 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
     import pyarrow.parquet as pq
 
     from .index import MANIFEST_VERSION, SHARD, _save_shard
-    from .retrieval.bm25 import build_bm25
+    from .retrieval.bm25 import build_bm25, parquet_texts
     from .retrieval.dense import build_faiss
 
     index_dir = Path(index_dir)
@@ -269,9 +269,7 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
 
     # 2. BM25 over every passage: global document frequencies
     t = time.perf_counter()
-    texts = pq.read_table(partial / "passages.parquet", columns=["text"]).column("text").to_pylist()
-    build_bm25(texts, cfg.bm25, partial / "bm25")
-    del texts
+    build_bm25(parquet_texts(partial / "passages.parquet"), cfg.bm25, partial / "bm25")
     seconds["bm25"] = time.perf_counter() - t
 
     # 3. dense index from the merged vector files (memory-mapped, added file by file)

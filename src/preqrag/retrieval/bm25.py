@@ -1,13 +1,32 @@
-"""Sparse retrieval with bm25s (Lù, 2024), Lucene-style BM25 scoring."""
+"""Sparse retrieval with bm25s (Lù, 2024), Lucene-style BM25 scoring.
+
+Building streams (:func:`build_bm25`): bm25s's own ``BM25.index`` needs every passage's
+tokens in memory at once (Python lists: ~27 GB for 5 million passages), so the index is built
+here in two passes over the passages and written in bm25s's on-disk format, which
+``bm25s.BM25.load`` (memory-mapped) reads as usual. The scores are bm25s's own (its
+``bm25s.scoring`` idf and term-frequency functions, applied to the same values in the same
+floating-point order): the files equal those of ``bm25s.BM25().index(...).save(...)`` up to the
+numbering of the vocabulary (tested in tests/test_bm25_stream.py).
+"""
 
 from __future__ import annotations
 
+import itertools
+import json
+import os
+import shutil
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import numpy as np
 
 from ..config import BM25Config
 from ..records import Ranking
+
+BATCH_PASSAGES = 16_384
+"""Passages tokenised at a time in the first pass (memory: their token lists, ~40 MB)."""
+BLOCK_ENTRIES = 8_000_000
+"""Index entries (term, passage) scored and written at a time in the second pass (~300 MB)."""
 
 
 def _stemmer(cfg: BM25Config):
@@ -26,13 +45,161 @@ def tokenize(texts: list[str], cfg: BM25Config, return_ids: bool = True):
                           return_ids=return_ids, show_progress=False)
 
 
-def build_bm25(texts: list[str], cfg: BM25Config, out_dir: str | Path) -> None:
-    """Index passage texts (row ``i`` = passage ``i``) and save the index to ``out_dir``."""
-    import bm25s
+def parquet_texts(path: str | Path, batch_rows: int = BATCH_PASSAGES) -> Iterator[str]:
+    """The ``text`` column of a passages Parquet file, read ``batch_rows`` rows at a time."""
+    import pyarrow.parquet as pq
 
-    retriever = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
-    retriever.index(tokenize(texts, cfg), show_progress=False)
-    retriever.save(str(out_dir), show_progress=False)
+    for batch in pq.ParquetFile(str(path)).iter_batches(batch_size=batch_rows, columns=["text"]):
+        yield from batch.column(0).to_pylist()
+
+
+def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
+               batch_passages: int = BATCH_PASSAGES, block_entries: int = BLOCK_ENTRIES) -> dict:
+    """Index passage texts (row ``i`` = passage ``i``) and save a bm25s index to ``out_dir``,
+    streaming: memory holds one batch of texts, the vocabulary, 4 bytes per passage (its
+    length) and one block of index entries; never the whole corpus.
+
+    Args:
+        texts: passage texts in row order; any iterable (a list, or :func:`parquet_texts`).
+        cfg: BM25 variant (``method``, ``k1``, ``b``) and tokenisation (``stopwords``, ``stemmer``).
+        out_dir: the bm25s index directory to write (``data/indices/indptr.csc.index.npy``,
+            ``vocab.index.json``, ``params.index.json``; BM25L/BM25+ also
+            ``nonoccurrence_array.index.npy``); replaced if it exists.
+        batch_passages: passages tokenised per batch (first pass).
+        block_entries: index entries scored and written per block (second pass).
+
+    Returns:
+        ``{"passages", "vocabulary", "entries", "avg_doc_len"}``.
+
+    Method (two passes; Robertson & Zaragoza 2009 for BM25, Kamphuis et al. ECIR 2020 for the
+    variants, scored by bm25s.scoring): pass 1 tokenises batch by batch with
+    :func:`tokenize` (bm25s tokeniser), numbers stems in a global vocabulary and writes each
+    batch's (term, passage, tf) entries, sorted by term, to a temporary file, while counting
+    document frequencies and passage lengths. Pass 2 knows N, the mean length and every idf, and
+    fills the column-major (CSC) score matrix block of terms by block, reading each batch's
+    slice for the block; blocks go to disk in order, so the files are written sequentially.
+    """
+    import bm25s
+    from bm25s import scoring
+
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    work = out_dir.with_name(out_dir.name + ".work")
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    model = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
+    dtype, int_dtype = np.dtype(model.dtype), np.dtype(model.int_dtype)
+
+    # pass 1: tokenise, number the stems globally, count df and lengths, spill sorted entries
+    vocab: dict[str, int] = {}
+    df = np.zeros(1024, dtype=np.int64)
+    lengths: list[np.ndarray] = []
+    batches: list[tuple[Path, int]] = []
+    n_docs = 0
+    it = iter(texts)
+    while batch := list(itertools.islice(it, batch_passages)):
+        ids, local = tokenize(batch, cfg, return_ids=True)
+        to_global = np.empty(len(local), dtype=np.int64)
+        for stem, i in local.items():
+            to_global[i] = vocab.setdefault(stem, len(vocab))
+        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
+        del ids
+        docs = np.repeat(np.arange(n_docs, n_docs + len(batch), dtype=np.int64), lens)
+        keys, tf = np.unique((to_global[flat] << 32) | docs, return_counts=True)  # by term, then passage
+        terms = (keys >> 32).astype(np.int32)
+        if len(vocab) > len(df):
+            df = np.concatenate([df, np.zeros(max(len(vocab), 2 * len(df)) - len(df), dtype=np.int64)])
+        df[: len(vocab)] += np.bincount(terms, minlength=len(vocab))
+        stem = work / f"b{len(batches):06d}"
+        np.save(f"{stem}.t.npy", terms)
+        np.save(f"{stem}.d.npy", (keys & 0xFFFFFFFF).astype(int_dtype))
+        np.save(f"{stem}.f.npy", tf.astype(np.int32))
+        batches.append((stem, len(terms)))
+        lengths.append(lens.astype(np.int32))
+        n_docs += len(batch)
+    if not n_docs:
+        raise ValueError("build_bm25: no passages")
+    lengths_all = np.concatenate(lengths)
+    del lengths
+    n_vocab = len(vocab)
+    df = df[:n_vocab]
+    avg_doc_len = np.float64(lengths_all.sum(dtype=np.int64)) / n_docs  # = bm25s's np.array(...).mean()
+
+    # idf (and the BM25L/BM25+ non-occurrence scores) exactly as bm25s computes them
+    doc_frequencies = dict(enumerate(df.tolist()))
+    idf_fn = scoring._select_idf_scorer(model.idf_method)
+    tfc_fn = scoring._select_tfc_scorer(model.method)
+    idf = scoring._build_idf_array(doc_frequencies, n_docs, idf_fn, dtype=model.dtype)
+    nonocc = None
+    if model.method in model.methods_requiring_nonoccurrence:
+        nonocc = scoring._build_nonoccurrence_array(doc_frequencies, n_docs, idf_fn, tfc_fn, avg_doc_len,
+                                                    avg_doc_len, model.k1, model.b, model.delta, model.dtype)
+    del doc_frequencies
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    nnz = int(indptr[-1])
+
+    # pass 2: blocks of whole terms of about block_entries entries, in term order
+    cuts = [0]
+    while cuts[-1] < n_vocab:
+        t = int(np.searchsorted(indptr, indptr[cuts[-1]] + block_entries, side="right")) - 1
+        cuts.append(min(n_vocab, max(t, cuts[-1] + 1)))
+    maps = [(np.load(f"{s}.t.npy", mmap_mode="r"), np.load(f"{s}.d.npy", mmap_mode="r"),
+             np.load(f"{s}.f.npy", mmap_mode="r")) for s, _ in batches]
+
+    def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            parts = []
+            for t_arr, d_arr, f_arr in maps:
+                a, b = np.searchsorted(t_arr, [lo, hi])
+                if b > a:
+                    parts.append((np.asarray(t_arr[a:b]), np.asarray(d_arr[a:b]), np.asarray(f_arr[a:b])))
+            if not parts:
+                continue
+            t_blk = np.concatenate([p[0] for p in parts])
+            d_blk = np.concatenate([p[1] for p in parts])
+            f_blk = np.concatenate([p[2] for p in parts]).astype(dtype)
+            del parts
+            # bm25s.scoring._build_scores_and_indices_for_matrix, vectorised over entries
+            scores = idf[t_blk] * tfc_fn(tf_array=f_blk, l_d=lengths_all[d_blk].astype(np.int64),
+                                         l_avg=avg_doc_len, k1=model.k1, b=model.b, delta=model.delta)
+            if nonocc is not None:
+                scores -= nonocc[t_blk]
+            order = np.argsort(t_blk, kind="stable")  # batches are in passage order: rows stay sorted
+            yield scores.astype(dtype)[order], d_blk[order]
+
+    out_tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(out_tmp, ignore_errors=True)
+    out_tmp.mkdir(parents=True)
+    data_path, idx_path = out_tmp / "data.csc.index.npy", out_tmp / "indices.csc.index.npy"
+    from numpy.lib import format as npformat
+
+    with open(data_path, "wb") as fd, open(idx_path, "wb") as fi:
+        for fh, dt in ((fd, dtype), (fi, int_dtype)):
+            npformat.write_array_header_1_0(fh, {"descr": npformat.dtype_to_descr(dt), "fortran_order": False,
+                                                 "shape": (nnz,)})
+        written = 0
+        for data, rows in blocks():
+            data.tofile(fd)
+            rows.astype(int_dtype).tofile(fi)
+            written += len(data)
+    if written != nnz:
+        raise RuntimeError(f"build_bm25: wrote {written} entries, expected {nnz}")
+    maps.clear()
+    np.save(out_tmp / "indptr.csc.index.npy", indptr)
+    if nonocc is not None:
+        np.save(out_tmp / "nonoccurrence_array.index.npy", nonocc)
+    vocab[""] = n_vocab  # bm25s.BM25.index(create_empty_token=True): "" last, no column
+    (out_tmp / "vocab.index.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    params = dict(k1=model.k1, b=model.b, delta=model.delta, method=model.method, idf_method=model.idf_method,
+                  dtype=model.dtype, int_dtype=model.int_dtype, num_docs=n_docs, version=bm25s.__version__,
+                  backend=model.backend)  # the fields bm25s.BM25.save writes
+    (out_tmp / "params.index.json").write_text(json.dumps(params, indent=4))
+    shutil.rmtree(work)
+    os.replace(out_tmp, out_dir)
+    return {"passages": n_docs, "vocabulary": n_vocab, "entries": nnz, "avg_doc_len": float(avg_doc_len)}
 
 
 class BM25Retriever:

@@ -1,0 +1,98 @@
+"""The streaming BM25 build (issue 11 §4) against bm25s's own in-memory build (reference).
+
+Same passages, same settings: every column of the score matrix (the passages containing a
+term and their scores) must be bit-identical to what ``bm25s.BM25().index(...)`` writes, for
+every BM25 variant, and retrieval through :class:`BM25Retriever` must return the same top-k.
+Small batches and blocks force many of each, so batch and block boundaries are exercised.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import bm25s
+import numpy as np
+import pytest
+
+from preqrag.config import BM25Config
+from preqrag.retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts, tokenize
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "liverag-bench")
+
+
+@pytest.fixture(scope="module")
+def passages():
+    """Paragraphs of the smoke corpus (several thousand), plus an empty and a stopword-only one."""
+    out = []
+    with gzip.open(os.path.join(BENCH, "smoke_corpus.jsonl.gz"), "rt", encoding="utf-8") as fh:
+        for line in fh:
+            out += [p for p in json.loads(line)["text"].split("\n") if p.strip()]
+    return out[:2500] + ["", "the of and to"] + out[2500:4000]
+
+
+def _load(d):
+    arrays = {k: np.load(d / f"{k}.csc.index.npy") for k in ("data", "indices", "indptr")}
+    vocab = json.loads((d / "vocab.index.json").read_text(encoding="utf-8"))
+    params = json.loads((d / "params.index.json").read_text())
+    nn = d / "nonoccurrence_array.index.npy"
+    return arrays, vocab, params, (np.load(nn) if nn.exists() else None)
+
+
+@pytest.mark.parametrize("method", ["lucene", "robertson", "atire", "bm25l", "bm25+"])
+def test_stream_build_equals_bm25s(passages, tmp_path, method):
+    cfg = BM25Config(method=method)
+    ref = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
+    ref.index(tokenize(passages, cfg), show_progress=False)
+    ref.save(str(tmp_path / "ref"), show_progress=False)
+    info = build_bm25(iter(passages), cfg, tmp_path / "new", batch_passages=97, block_entries=5000)
+    assert info["passages"] == len(passages)
+
+    (ra, rv, rp, rn), (na, nv, np_, nn) = _load(tmp_path / "ref"), _load(tmp_path / "new")
+    assert set(rv) == set(nv) and rv[""] == len(rv) - 1 and nv[""] == len(nv) - 1
+    assert {k: v for k, v in rp.items()} == np_
+    assert len(ra["data"]) == len(na["data"]) == info["entries"]
+    assert ra["data"].dtype == na["data"].dtype and ra["indices"].dtype == na["indices"].dtype
+    for term, i in rv.items():
+        if term == "":
+            continue
+        j = nv[term]
+        a0, a1 = ra["indptr"][i], ra["indptr"][i + 1]
+        b0, b1 = na["indptr"][j], na["indptr"][j + 1]
+        assert np.array_equal(ra["indices"][a0:a1], na["indices"][b0:b1]), term
+        assert np.array_equal(ra["data"][a0:a1], na["data"][b0:b1]), term  # bit-identical scores
+        if rn is not None:
+            assert rn[i] == nn[j]
+    assert (rn is None) == (nn is None)
+
+
+def test_stream_build_retrieves_as_bm25s(passages, tmp_path):
+    cfg = BM25Config()
+    ids = [f"p{i}" for i in range(len(passages))]
+    ref = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
+    ref.index(tokenize(passages, cfg), show_progress=False)
+    ref.save(str(tmp_path / "ref"), show_progress=False)
+    build_bm25(passages, cfg, tmp_path / "new", batch_passages=1000, block_entries=20000)
+    with open(os.path.join(BENCH, "smoke.jsonl"), encoding="utf-8") as fh:
+        questions = [json.loads(line)["question"] for line in fh] + ["the", "zzzz unknown"]
+    a = BM25Retriever(tmp_path / "ref", ids, cfg).search(questions, 20)
+    b = BM25Retriever(tmp_path / "new", ids, cfg, mmap=True).search(questions, 20)
+    assert sum(len(r.ids) for r in a) > 500
+    for ra, rb in zip(a, b):
+        assert ra.ids == rb.ids and ra.scores == rb.scores
+
+
+def test_stream_build_from_parquet_replaces_and_refuses_empty(passages, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"text": passages[:300]}), tmp_path / "p.parquet", row_group_size=64)
+    assert list(parquet_texts(tmp_path / "p.parquet", batch_rows=50)) == passages[:300]
+    out = tmp_path / "bm25"
+    build_bm25(passages[:10], BM25Config(), out)
+    info = build_bm25(parquet_texts(tmp_path / "p.parquet"), BM25Config(), out)  # replaces the old index
+    assert info["passages"] == 300 and json.loads((out / "params.index.json").read_text())["num_docs"] == 300
+    assert not (tmp_path / "bm25.work").exists() and not (tmp_path / "bm25.tmp").exists()
+    with pytest.raises(ValueError, match="no passages"):
+        build_bm25([], BM25Config(), tmp_path / "empty")
