@@ -26,6 +26,25 @@ SERVER_START_TIMEOUT_S = 180.0
 """Loading a 135M GGUF takes seconds; the margin is for a busy 2-core machine."""
 
 
+def encoder_atol(encoder) -> float:
+    """Tolerance for comparing vectors (or dense scores) of the same texts encoded in different
+    batches: 1e-5 in float32; 5e-3 where the sentence-transformers encoder runs under bfloat16
+    autocast (CPUs with avx512_bf16/amx_bf16), whose rounding depends on the batch's padding."""
+    inner = getattr(encoder, "encoder", encoder)
+    return 5e-3 if getattr(inner, "bf16", False) else 1e-5
+
+
+def same_top(a, b, tol: float) -> bool:
+    """Two rankings agree up to ``tol``: scores at each rank within ``tol``, and every passage
+    scored more than ``tol`` above the last rank of one is in the other (near-ties may swap)."""
+    import numpy as np
+
+    if len(a.ids) != len(b.ids) or not np.allclose(a.scores, b.scores, atol=tol):
+        return False
+    return all(set(i for i, s in zip(x.ids, x.scores) if s > x.scores[-1] + tol) <= set(y.ids)
+               for x, y in ((a, b), (b, a)))
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

@@ -189,11 +189,11 @@ def write_passages(corpus: str | Path, path: str | Path, chunker: Chunker, shard
                 cols["text"].append(p.text)
                 if n_shards > 1:
                     cols["doc_ordinal"].append(ordinal)
+            if len(cols["id"]) >= PASSAGE_ROW_GROUP:
+                n_passages += len(cols["id"])
+                writer.write_table(pa.table(cols, schema=schema))
+                cols = {name: [] for name in schema.names}
         pending.clear()
-        if len(cols["id"]) >= PASSAGE_ROW_GROUP:
-            n_passages += len(cols["id"])
-            writer.write_table(pa.table(cols, schema=schema))
-            cols = {name: [] for name in schema.names}
 
     with pq.ParquetWriter(str(path), schema) as writer:
         for ordinal, (doc_id, text, _meta) in enumerate(iter_corpus(corpus)):
