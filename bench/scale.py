@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import json
 import random
 import re
@@ -58,6 +59,8 @@ from _common import describe, machine, md_table, pct  # noqa: E402
 HERE = Path(__file__).resolve()
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 ROW_GROUP = 50_000
+SWEEP_NPROBE = (16, 64, 128, 256)
+"""IVF rows: nprobe values also measured (p50/p95 and recall@10 against flat) beside the default 32."""
 
 
 # ---------------------------------------------------------------------------------------- corpus
@@ -127,22 +130,31 @@ def child_build(corpus: str, index: str, config: str) -> None:
     print(json.dumps({"manifest": m, "_peak_rss_mb": _peak_mb()}))
 
 
+def type_config(kind: str, dim: int):
+    """The IndexConfig of a row's dense type: ``flat``, ``hnsw``, ``ivf-sq8``, ``ivf-pq``, or an IVF
+    type with ``+rflat`` (``refine = "flat"``). PQ: the default 48 sub-quantisers, or the largest
+    count that divides ``dim`` (32 for WordLlama's 256)."""
+    from preqrag.config import IndexConfig
+
+    base, _, refine = kind.partition("+")
+    pq_m = max(m for m in range(1, 49) if dim % m == 0)
+    return IndexConfig(dense_index=base, pq_m=pq_m, refine="flat" if refine == "rflat" else "none")
+
+
 def child_dense(vectors_dir: str, out: str, kind: str) -> None:
     """Child: build dense index ``kind`` from the memory-mapped vector files."""
-    from preqrag.config import IndexConfig
     from preqrag.retrieval.dense import build_faiss
 
     files = sorted(Path(vectors_dir).glob("v_*.npy"))
     dim = np.load(files[0], mmap_mode="r").shape[1]
-    pq_m = max(m for m in range(1, 49) if dim % m == 0)  # the default 48 sub-quantisers, or fewer to divide dim
     t = time.perf_counter()
-    info = build_faiss(files, out, IndexConfig(dense_index=kind, pq_m=pq_m))
+    info = build_faiss(files, out, type_config(kind, dim))
     print(json.dumps({"info": info, "seconds": time.perf_counter() - t, "_peak_rss_mb": _peak_mb()}))
 
 
 def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_file: str) -> None:
     """Child: open, query, report latencies, top-10 ids and memory."""
-    from preqrag.config import IndexConfig, load_config
+    from preqrag.config import load_config
     from preqrag.index import Index
     from preqrag.retrieval.dense import DenseRetriever
 
@@ -150,7 +162,7 @@ def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_fil
     cfg = load_config(config)
     t = time.perf_counter()
     idx = Index.open(index, cfg)
-    dense = DenseRetriever(faiss_path, idx.passage_ids, idx.encoder, cfg=IndexConfig(dense_index=kind))
+    dense = DenseRetriever(faiss_path, idx.passage_ids, idx.encoder, cfg=type_config(kind, idx.encoder.dim))
     dense._load()
     idx.sparse._load()
     open_s = time.perf_counter() - t
@@ -171,13 +183,35 @@ def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_fil
     top = dense.search_vectors(qvec, 10)
     d1 = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 1)
     d16 = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 16)
+    sweep = {}
+    if kind.startswith("ivf"):  # recall/latency trade-off: the same queries at other nprobe values
+        base_nprobe = dense.cfg.ivf_nprobe
+        for nprobe in SWEEP_NPROBE:
+            dense.cfg = dense.cfg.model_copy(update={"ivf_nprobe": nprobe})
+            ms = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 1)
+            sweep[nprobe] = {"dense_p50_ms": round(pct(ms, 50), 3), "dense_p95_ms": round(pct(ms, 95), 3),
+                             "top10": [r.ids for r in dense.search_vectors(qvec, 10)]}
+        dense.cfg = dense.cfg.model_copy(update={"ivf_nprobe": base_nprobe})
+    serve_rss, serve_vmrss = _status_mb("RssAnon"), _status_mb("VmRSS")  # before numba is imported
+    numba_row = {}
+    if importlib.util.find_spec("numba") is not None:  # [index] bm25_backend = "numba", same index
+        from preqrag.retrieval.bm25 import BM25Retriever
+
+        nb = BM25Retriever(Path(index) / "bm25", idx.passage_ids, cfg.bm25, mmap=True, backend="numba")
+        t = time.perf_counter()
+        nb.search(qs[:2], 10)
+        numba_row["bm25_numba_first_call_s"] = round(time.perf_counter() - t, 2)
+        nb1 = lat(lambda a, b: nb.search(qs[a:b], 10), 1)
+        nb16 = lat(lambda a, b: nb.search(qs[a:b], 10), 16)
+        numba_row.update({"bm25_numba_p50_ms": round(pct(nb1, 50), 2), "bm25_numba_p95_ms": round(pct(nb1, 95), 2),
+                          "bm25_numba_b16_p50_ms": round(pct(nb16, 50), 2)})
     print(json.dumps({
-        "open_seconds": round(open_s, 3), "top10": [r.ids for r in top],
+        "sweep": sweep, **numba_row, "open_seconds": round(open_s, 3), "top10": [r.ids for r in top],
         "bm25_p50_ms": round(pct(bm1, 50), 2), "bm25_p95_ms": round(pct(bm1, 95), 2),
         "bm25_b16_p50_ms": round(pct(bm16, 50), 2), "bm25_b16_p95_ms": round(pct(bm16, 95), 2),
         "dense_p50_ms": round(pct(d1, 50), 3), "dense_p95_ms": round(pct(d1, 95), 3),
         "dense_b16_p50_ms": round(pct(d16, 50), 3), "dense_b16_p95_ms": round(pct(d16, 95), 3),
-        "serve_rss_mb": _status_mb("RssAnon"), "serve_vmrss_mb": _status_mb("VmRSS"),
+        "serve_rss_mb": serve_rss, "serve_vmrss_mb": serve_vmrss,
         "_peak_rss_mb": _peak_mb()}))
 
 
@@ -224,7 +258,12 @@ def main(argv=None) -> int:
     ap.add_argument("--real-encoder-sample", type=int, default=1024)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("-o", "--out", default="docs/bench/scale.json")
+    ap.add_argument("--markdown-only", action="store_true", help="rewrite OUT's .md from OUT and stop")
     args = ap.parse_args(argv)
+    if args.markdown_only:
+        out = Path(args.out)
+        write_markdown(json.loads(out.read_text()), out.with_suffix(".md"))
+        return 0
 
     from preqrag.io import atomic_write_text, read_questions
 
@@ -265,8 +304,15 @@ def main(argv=None) -> int:
             top = [set(t) for t in served.pop("top10")]
             if kind == "flat":
                 flat_top = top
-            recall = (None if flat_top is None else
-                      round(float(np.mean([len(a & b) / max(1, len(a)) for a, b in zip(flat_top, top)])), 4))
+
+            def recall_vs_flat(found):
+                return (None if flat_top is None else
+                        round(float(np.mean([len(a & set(b)) / max(1, len(a)) for a, b in zip(flat_top, found)])), 4))
+
+            recall = recall_vs_flat(top)
+            served["nprobe_sweep"] = [{"nprobe": int(p), "dense_p50_ms": v["dense_p50_ms"],
+                                       "dense_p95_ms": v["dense_p95_ms"], "recall@10_vs_flat": recall_vs_flat(v["top10"])}
+                                      for p, v in served.pop("sweep").items()]
             row = {"passages": m["n_passages"], "documents": n, "dense_index": kind,
                    "build_seconds": round(m["seconds"]["total"] - m["seconds"]["dense"] + dense_s, 1),
                    "build_phase_seconds": {**{k: v for k, v in m["seconds"].items() if k != "total"},
@@ -292,7 +338,8 @@ def write_markdown(data: dict, path: Path) -> None:
     from preqrag.io import atomic_write_text
 
     cols = ["passages", "dense_index", "build_seconds", "build_peak_rss_mb", "disk_mb", "open_seconds",
-            "serve_rss_mb", "serve_vmrss_mb", "bm25_p50_ms", "bm25_p95_ms", "bm25_b16_p50_ms", "dense_p50_ms",
+            "serve_rss_mb", "serve_vmrss_mb", "bm25_p50_ms", "bm25_p95_ms", "bm25_b16_p50_ms", "bm25_numba_p50_ms",
+            "bm25_numba_p95_ms", "dense_p50_ms",
             "dense_p95_ms", "dense_b16_p50_ms", "recall@10_vs_flat"]
     rows = data["rows"]
     lines = ["# Scale: build and serve from 100k passages up", ""]
@@ -304,6 +351,17 @@ def write_markdown(data: dict, path: Path) -> None:
         lines += [f"Real encoder ({r['embedder']}): {r['passages_per_second']} passages/s "
                   f"({r['passages']} passages in {r['seconds']} s; `{r['command']}`).", ""]
     lines += md_table(rows, cols)
+    sweeps = [{"passages": r["passages"], "dense_index": r["dense_index"], **p}
+              for r in rows for p in r.get("nprobe_sweep") or []]
+    if sweeps:
+        lines += ["", "IVF types at other `ivf_nprobe` values (the table above: the default, 32); dense search of one "
+                  "query, recall@10 against flat on the same queries:", ""]
+        lines += md_table(sweeps, ["passages", "dense_index", "nprobe", "dense_p50_ms", "dense_p95_ms",
+                                   "recall@10_vs_flat"])
+    phases = [{"passages": r["passages"], **r["build_phase_seconds"]} for r in rows if r["dense_index"] == "flat"]
+    if phases:
+        lines += ["", "Build phases of the production build (`preqrag index`, flat; seconds):", ""]
+        lines += md_table(phases, ["passages", "hash", "chunking", "bm25", "dense"])
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 

@@ -96,3 +96,20 @@ def test_stream_build_from_parquet_replaces_and_refuses_empty(passages, tmp_path
     assert not (tmp_path / "bm25.work").exists() and not (tmp_path / "bm25.tmp").exists()
     with pytest.raises(ValueError, match="no passages"):
         build_bm25([], BM25Config(), tmp_path / "empty")
+
+
+def test_numba_backend_same_scores(passages, tmp_path):
+    """``[index] bm25_backend = "numba"``: bm25s's JIT backend over the streamed index returns the
+    same score lists as the numpy backend (passages with equal scores may swap places)."""
+    pytest.importorskip("numba")
+    cfg = BM25Config()
+    ids = [f"p{i}" for i in range(len(passages))]
+    build_bm25(passages, cfg, tmp_path / "bm25")
+    with open(os.path.join(BENCH, "smoke.jsonl"), encoding="utf-8") as fh:
+        questions = [json.loads(line)["question"] for line in fh][:20]
+    a = BM25Retriever(tmp_path / "bm25", ids, cfg, mmap=True).search(questions, 10)
+    b = BM25Retriever(tmp_path / "bm25", ids, cfg, mmap=True, backend="numba").search(questions, 10)
+    for ra, rb in zip(a, b):
+        assert np.allclose(ra.scores, rb.scores, rtol=1e-6) and len(ra.ids) == len(rb.ids) > 0
+        strict = [p for p, s in zip(ra.ids, ra.scores) if s > ra.scores[-1] * (1 + 1e-6)]
+        assert set(strict) <= set(rb.ids)

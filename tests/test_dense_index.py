@@ -110,3 +110,36 @@ def test_build_index_records_the_type_and_open_uses_it(small_corpus, test_config
     (found,) = index.dense.search([q], 5)
     assert len(found.ids) == 5 and found.scores == sorted(found.scores, reverse=True)
     assert index.sparse.search([q], 5)[0].ids  # BM25 opened memory-mapped still answers
+
+
+def test_ivf_pq_refine_restores_recall_memory_mapped(vectors, tmp_path):
+    """``refine = "flat"`` (FAISS RFlat): the same lossy IVF-PQ candidates re-scored with the
+    exact vectors; recall@10 against flat rises to ~1, scores become exact inner products, the
+    refined index opens memory-mapped, and filters still apply (in the IVF candidate search)."""
+    n = len(vectors)
+    exact = _retriever(tmp_path / "flat.faiss", n, IndexConfig(mmap=False))
+    build_faiss(vectors, exact.faiss_path)
+    base_cfg = CASES["ivf-pq"][0]
+    refined_cfg = base_cfg.model_copy(update={"refine": "flat", "refine_k_factor": 8})
+    build_faiss(vectors, tmp_path / "pq.faiss", base_cfg)
+    info = build_faiss(vectors, tmp_path / "pqr.faiss", refined_cfg)
+    assert info["factory"].endswith(",RFlat")
+    queries = vectors[:40]
+    truth = _topk(exact, queries, 10)
+    plain = _topk(_retriever(tmp_path / "pq.faiss", n, base_cfg), queries, 10)
+    refined_r = _retriever(tmp_path / "pqr.faiss", n, refined_cfg)
+    refined = _topk(refined_r, queries, 10)
+
+    def recall(got):
+        return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(truth, got)])
+
+    assert recall(refined) >= 0.95 and recall(refined) > recall(plain)
+    assert all(g[0] == i for i, g in enumerate(refined))  # exact scores: a passage finds itself first
+    top = refined_r.search_vectors(queries[:1], 3)[0]
+    assert np.allclose(top.scores, [float(vectors[int(p[1:])] @ queries[0]) for p in top.ids], atol=1e-5)
+    mask = np.zeros(n, dtype=bool)
+    mask[::3] = True
+    for row in _topk(refined_r, vectors[:10], 5, mask):
+        assert row and all(i % 3 == 0 for i in row)
+    with pytest.raises(ValueError, match="refine"):
+        factory_string("hnsw", n, vectors.shape[1], IndexConfig(refine="flat"))

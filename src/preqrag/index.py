@@ -388,7 +388,7 @@ class Index:
                               f"(index: {manifest['bm25']}, config: {cfg.bm25.model_dump()})")
         passages = PassageStore(index_dir)  # memory-mapped; nothing read per passage until asked
         ids = passages.ids
-        sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25, mmap=cfg.index.mmap)
+        sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25, mmap=cfg.index.mmap, backend=cfg.index.bm25_backend)
         encoder = dense = None
         if manifest.get("dense", True):
             encoder = load_encoder(cfg.embedder, cfg.run.cache_dir)

@@ -30,11 +30,17 @@ def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
         cfg: an :class:`~preqrag.config.IndexConfig`; ``None`` = its defaults.
 
     Raises:
-        ValueError: unknown kind, or ``pq_m`` does not divide ``dim``.
+        ValueError: unknown kind, ``pq_m`` does not divide ``dim``, or ``refine`` asked for a
+            type that has exact scores already (flat, HNSW).
     """
     from ..config import IndexConfig
 
     cfg = cfg or IndexConfig()
+    if cfg.refine != "none":
+        if kind not in ("ivf-sq8", "ivf-pq"):
+            raise ValueError(f"index.refine = {cfg.refine!r} applies to ivf-sq8 / ivf-pq, not {kind!r} "
+                             "(its scores are exact already)")
+        return factory_string(kind, n, dim, cfg.model_copy(update={"refine": "none"})) + ",RFlat"
     if kind == "flat":
         return "Flat"
     if kind == "hnsw":
@@ -174,7 +180,9 @@ class DenseRetriever:
                 with open(self.faiss_path, "rb") as fh:
                     ivf = fh.read(2) == b"Iw"  # FAISS fourcc of IndexIVF* ("IwSq", "IwPQ", "IwFl" ...)
                 # IVF: inverted lists mapped (IO_FLAG_MMAP); flat codes and HNSW storage:
-                # IO_FLAG_MMAP_IFC. The two flags cannot be combined for IVF indexes.
+                # IO_FLAG_MMAP_IFC. The two flags cannot be combined for IVF indexes. A refined
+                # IVF index ("IxRF"): IO_FLAG_MMAP_IFC maps its exact vectors (measured: no
+                # anonymous memory added at open), IO_FLAG_MMAP would read them into memory.
                 flags = (faiss.IO_FLAG_MMAP if ivf else faiss.IO_FLAG_MMAP_IFC) | faiss.IO_FLAG_READ_ONLY
             self._index = faiss.read_index(str(self.faiss_path), flags)
         return self._index
@@ -184,6 +192,10 @@ class DenseRetriever:
         import faiss
 
         kw = {} if sel is None else {"sel": sel}
+        if isinstance(index, faiss.IndexRefine):  # IVF candidates (filtered there), re-scored exactly
+            base = faiss.downcast_index(index.base_index)
+            return faiss.IndexRefineSearchParameters(k_factor=float(self.cfg.refine_k_factor),
+                                                     base_index_params=self._params(base, sel))
         if isinstance(index, faiss.IndexHNSW):
             return faiss.SearchParametersHNSW(efSearch=self.cfg.hnsw_ef_search, **kw)
         if isinstance(index, faiss.IndexIVF):
