@@ -74,7 +74,7 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
     Method (two passes; Robertson & Zaragoza 2009 for BM25, Kamphuis et al. ECIR 2020 for the
     variants, scored by bm25s.scoring): pass 1 tokenises batch by batch with
     :func:`tokenize` (bm25s tokeniser), numbers stems in a global vocabulary and writes each
-    batch's (term, passage, tf) entries, sorted by term, to a temporary file, while counting
+    batch's (term, passage, tf) entries, sorted by term, to three temporary files (three open files whatever the corpus size), while counting
     document frequencies and passage lengths. Pass 2 knows N, the mean length and every idf, and
     fills the column-major (CSC) score matrix block of terms by block, reading each batch's
     slice for the block; blocks go to disk in order, so the files are written sequentially.
@@ -92,33 +92,38 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
     dtype, int_dtype = np.dtype(model.dtype), np.dtype(model.int_dtype)
 
     # pass 1: tokenise, number the stems globally, count df and lengths, spill sorted entries
+    # (appended to three files, one batch after another: three open files whatever the corpus size)
     vocab: dict[str, int] = {}
     df = np.zeros(1024, dtype=np.int64)
     lengths: list[np.ndarray] = []
-    batches: list[tuple[Path, int]] = []
+    offsets = [0]  # entries before each batch
     n_docs = 0
-    it = iter(texts)
-    while batch := list(itertools.islice(it, batch_passages)):
-        ids, local = tokenize(batch, cfg, return_ids=True)
-        to_global = np.empty(len(local), dtype=np.int64)
-        for stem, i in local.items():
-            to_global[i] = vocab.setdefault(stem, len(vocab))
-        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
-        del ids
-        docs = np.repeat(np.arange(n_docs, n_docs + len(batch), dtype=np.int64), lens)
-        keys, tf = np.unique((to_global[flat] << 32) | docs, return_counts=True)  # by term, then passage
-        terms = (keys >> 32).astype(np.int32)
-        if len(vocab) > len(df):
-            df = np.concatenate([df, np.zeros(max(len(vocab), 2 * len(df)) - len(df), dtype=np.int64)])
-        df[: len(vocab)] += np.bincount(terms, minlength=len(vocab))
-        stem = work / f"b{len(batches):06d}"
-        np.save(f"{stem}.t.npy", terms)
-        np.save(f"{stem}.d.npy", (keys & 0xFFFFFFFF).astype(int_dtype))
-        np.save(f"{stem}.f.npy", tf.astype(np.int32))
-        batches.append((stem, len(terms)))
-        lengths.append(lens.astype(np.int32))
-        n_docs += len(batch)
+    spill = {name: open(work / f"{name}.bin", "wb") for name in ("terms", "docs", "tf")}
+    try:
+        it = iter(texts)
+        while batch := list(itertools.islice(it, batch_passages)):
+            ids, local = tokenize(batch, cfg, return_ids=True)
+            to_global = np.empty(len(local), dtype=np.int64)
+            for stem, i in local.items():
+                to_global[i] = vocab.setdefault(stem, len(vocab))
+            lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+            flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
+            del ids
+            docs = np.repeat(np.arange(n_docs, n_docs + len(batch), dtype=np.int64), lens)
+            keys, tf = np.unique((to_global[flat] << 32) | docs, return_counts=True)  # by term, then passage
+            terms = (keys >> 32).astype(np.int32)
+            if len(vocab) > len(df):
+                df = np.concatenate([df, np.zeros(max(len(vocab), 2 * len(df)) - len(df), dtype=np.int64)])
+            df[: len(vocab)] += np.bincount(terms, minlength=len(vocab))
+            terms.tofile(spill["terms"])
+            (keys & 0xFFFFFFFF).astype(int_dtype).tofile(spill["docs"])
+            tf.astype(np.int32).tofile(spill["tf"])
+            offsets.append(offsets[-1] + len(terms))
+            lengths.append(lens.astype(np.int32))
+            n_docs += len(batch)
+    finally:
+        for fh in spill.values():
+            fh.close()
     if not n_docs:
         raise ValueError("build_bm25: no passages")
     lengths_all = np.concatenate(lengths)
@@ -146,8 +151,10 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
     while cuts[-1] < n_vocab:
         t = int(np.searchsorted(indptr, indptr[cuts[-1]] + block_entries, side="right")) - 1
         cuts.append(min(n_vocab, max(t, cuts[-1] + 1)))
-    maps = [(np.load(f"{s}.t.npy", mmap_mode="r"), np.load(f"{s}.d.npy", mmap_mode="r"),
-             np.load(f"{s}.f.npy", mmap_mode="r")) for s, _ in batches]
+    total = offsets[-1]
+    spilled = [np.memmap(work / f"{name}.bin", dtype=dt, mode="r", shape=(total,)) if total else np.zeros(0, dt)
+               for name, dt in (("terms", np.int32), ("docs", int_dtype), ("tf", np.int32))]
+    maps = [tuple(a[lo:hi] for a in spilled) for lo, hi in zip(offsets[:-1], offsets[1:])]
 
     def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for lo, hi in zip(cuts[:-1], cuts[1:]):
@@ -188,6 +195,7 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
     if written != nnz:
         raise RuntimeError(f"build_bm25: wrote {written} entries, expected {nnz}")
     maps.clear()
+    spilled.clear()
     np.save(out_tmp / "indptr.csc.index.npy", indptr)
     if nonocc is not None:
         np.save(out_tmp / "nonoccurrence_array.index.npy", nonocc)
