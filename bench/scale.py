@@ -257,6 +257,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default=str(Path(tempfile.gettempdir()) / "preqrag-scale"))
     ap.add_argument("--real-encoder-sample", type=int, default=1024)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--reuse-corpus", action="store_true",
+                    help="keep an existing WORKDIR/N/corpus.parquet (generated earlier with the same --source and --seed)")
     ap.add_argument("-o", "--out", default="docs/bench/scale.json")
     ap.add_argument("--markdown-only", action="store_true", help="rewrite OUT's .md from OUT and stop")
     args = ap.parse_args(argv)
@@ -283,9 +285,17 @@ def main(argv=None) -> int:
     me = [sys.executable, str(HERE)]
     for n in [int(x) for x in args.sizes.split(",")]:
         d = work / str(n)
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir(parents=True)
-        gen = generate(source, n, args.seed, d / "corpus.parquet")
+        corpus = d / "corpus.parquet"
+        if args.reuse_corpus and corpus.exists():  # same seed and source: the same corpus (not timed)
+            gen = generate(source, 0, args.seed, d / "probe.parquet")
+            (d / "probe.parquet").unlink()
+            shutil.rmtree(d / "idx", ignore_errors=True)
+            shutil.rmtree(d / "idx.partial", ignore_errors=True)
+            shutil.rmtree(d / "vectors", ignore_errors=True)
+        else:
+            shutil.rmtree(d, ignore_errors=True)
+            d.mkdir(parents=True)
+            gen = generate(source, n, args.seed, corpus)
         built, _, build_peak = run_child(me + ["_build", str(d / "corpus.parquet"), str(d / "idx"), str(toml)])
         m = built["manifest"]
         disk_common = sum(f.stat().st_size for f in (d / "idx").rglob("*") if f.is_file() and f.name != "dense.faiss")

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from preqrag.io import append_jsonl, atomic_write_text, iter_corpus, read_jsonl_tolerant, read_questions
 
 
@@ -96,3 +98,29 @@ def test_fineweb_directory_of_parquet_shards(tmp_path):
     empty.mkdir()
     with pytest.raises(ValueError, match="no corpus file"):
         list(iter_corpus(empty))
+
+
+def test_duplicate_ids_found_across_groups_in_bounded_memory(tmp_path, monkeypatch):
+    """The duplicate-id check keeps 8-byte hashes, checked in groups: a duplicate in a later group
+    or within one group is still reported with both places, and a hash collision between two
+    different ids is not an error."""
+    import preqrag.io as io
+
+    monkeypatch.setattr(io._SeenIds, "GROUP", 4)
+    docs = [{"id": f"d{i}", "text": f"text {i}"} for i in range(10)]
+    path = tmp_path / "c.jsonl"
+
+    def write(rows):
+        path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    write(docs)
+    assert [d for d, _, _ in io.iter_corpus(path)] == [f"d{i}" for i in range(10)]
+    write(docs[:9] + [{"id": "d1", "text": "again"}])  # line 10 repeats line 2, three groups later
+    with pytest.raises(ValueError, match=r"c.jsonl:10: id: duplicate document id 'd1' \(first at line 2\)"):
+        list(io.iter_corpus(path))
+    write(docs[:5] + [{"id": "d4", "text": "again"}] + docs[6:])  # within one group
+    with pytest.raises(ValueError, match=r"c.jsonl:6: id: duplicate document id 'd4' \(first at line 5\)"):
+        list(io.iter_corpus(path))
+    write(docs)
+    monkeypatch.setattr(io, "_id_hash", lambda doc_id: 7)  # every id collides: none is a duplicate
+    assert len(list(io.iter_corpus(path))) == 10

@@ -71,7 +71,8 @@ class Chunker:
             return []
         splitter = self._load()
         texts = [t for _, t in docs]
-        counts = [len(e.ids) for e in self._counter.encode_batch(texts, add_special_tokens=False)]
+        encode = getattr(self._counter, "encode_batch_fast", None) or self._counter.encode_batch  # no offsets
+        counts = [len(e.ids) for e in encode(texts, add_special_tokens=False)]
         long = [i for i, n in enumerate(counts) if n > self.max_tokens]
         chunked = dict(zip(long, splitter.chunk_all([texts[i] for i in long]))) if long else {}
         out = []

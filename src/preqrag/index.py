@@ -218,9 +218,9 @@ def encode_passages(parquet: str | Path, out_dir: str | Path, encoder: Encoder, 
     """Encode the passages of a Parquet file into ``emb_00000.npy``, ... of :data:`SHARD` rows
     each in ``out_dir``, reading :data:`SHARD` texts at a time; files that exist are kept (an
     interrupted build resumes). Returns the files in passage order."""
-    import pyarrow.parquet as pq
+    from .io import open_parquet
 
-    pf = pq.ParquetFile(str(parquet))
+    pf = open_parquet(parquet)
     total = pf.metadata.num_rows
     files: list[Path] = []
     pending: list[str] = []  # batches do not cross row groups: re-cut into exactly SHARD rows

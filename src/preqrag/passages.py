@@ -45,10 +45,10 @@ def write_store(parquet: str | Path, out_dir: str | Path, batch_rows: int = 6553
         The number of passages.
     """
     import pyarrow as pa
-    import pyarrow.parquet as pq
+    from .io import open_parquet
 
     out_dir = Path(out_dir)
-    pf = pq.ParquetFile(parquet)
+    pf = open_parquet(parquet)
     columns = ["id", "doc_id", "position", "text"]
     schema = pa.schema([pf.schema_arrow.field(c) for c in columns])
     hashes: list[np.ndarray] = []

@@ -160,11 +160,11 @@ def _load_shards(shard_dirs: Sequence[str | Path]) -> list[tuple[Path, dict]]:
 def _shard_rows(d: Path, m: dict, columns: list[str]) -> Iterator[tuple[int, dict, np.ndarray | None]]:
     """Yield ``(doc_ordinal, row, vector)`` of every passage of a shard, in order (vectors
     memory-mapped from its files)."""
-    import pyarrow.parquet as pq
+    from .io import open_parquet
 
     files = [np.load(d / f, mmap_mode="r") for f in m["vector_files"]]
     fi, fr = 0, 0
-    for batch in pq.ParquetFile(d / "passages.parquet").iter_batches(batch_size=ROW_GROUP,
+    for batch in open_parquet(d / "passages.parquet").iter_batches(batch_size=ROW_GROUP,
                                                                        columns=columns + ["doc_ordinal"]):
         data = batch.to_pydict()
         for r in range(batch.num_rows):

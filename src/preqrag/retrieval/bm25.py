@@ -47,9 +47,9 @@ def tokenize(texts: list[str], cfg: BM25Config, return_ids: bool = True):
 
 def parquet_texts(path: str | Path, batch_rows: int = BATCH_PASSAGES) -> Iterator[str]:
     """The ``text`` column of a passages Parquet file, read ``batch_rows`` rows at a time."""
-    import pyarrow.parquet as pq
+    from ..io import open_parquet
 
-    for batch in pq.ParquetFile(str(path)).iter_batches(batch_size=batch_rows, columns=["text"]):
+    for batch in open_parquet(path).iter_batches(batch_size=batch_rows, columns=["text"]):
         yield from batch.column(0).to_pylist()
 
 
