@@ -151,18 +151,24 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
     while cuts[-1] < n_vocab:
         t = int(np.searchsorted(indptr, indptr[cuts[-1]] + block_entries, side="right")) - 1
         cuts.append(min(n_vocab, max(t, cuts[-1] + 1)))
-    total = offsets[-1]
-    spilled = [np.memmap(work / f"{name}.bin", dtype=dt, mode="r", shape=(total,)) if total else np.zeros(0, dt)
+    # where each block starts in each batch's term-sorted run: one sequential read of the terms
+    # (files are read, not memory-mapped: mapped pages would count in the build's resident memory)
+    bounds = np.zeros((len(offsets) - 1, len(cuts)), dtype=np.int64)
+    with open(work / "terms.bin", "rb") as fh:
+        for j, (lo, hi) in enumerate(zip(offsets[:-1], offsets[1:])):
+            bounds[j] = lo + np.searchsorted(np.fromfile(fh, dtype=np.int32, count=hi - lo), cuts)
+    spilled = [(open(work / f"{name}.bin", "rb"), np.dtype(dt))
                for name, dt in (("terms", np.int32), ("docs", int_dtype), ("tf", np.int32))]
-    maps = [tuple(a[lo:hi] for a in spilled) for lo, hi in zip(offsets[:-1], offsets[1:])]
+
+    def read(f, a: int, b: int) -> np.ndarray:
+        fh, dt = spilled[f]
+        fh.seek(a * dt.itemsize)
+        return np.fromfile(fh, dtype=dt, count=b - a)
 
     def blocks() -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        for lo, hi in zip(cuts[:-1], cuts[1:]):
-            parts = []
-            for t_arr, d_arr, f_arr in maps:
-                a, b = np.searchsorted(t_arr, [lo, hi])
-                if b > a:
-                    parts.append((np.asarray(t_arr[a:b]), np.asarray(d_arr[a:b]), np.asarray(f_arr[a:b])))
+        for c in range(len(cuts) - 1):
+            parts = [(read(0, a, b), read(1, a, b), read(2, a, b))
+                     for a, b in zip(bounds[:, c], bounds[:, c + 1]) if b > a]
             if not parts:
                 continue
             t_blk = np.concatenate([p[0] for p in parts])
@@ -194,8 +200,8 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
             written += len(data)
     if written != nnz:
         raise RuntimeError(f"build_bm25: wrote {written} entries, expected {nnz}")
-    maps.clear()
-    spilled.clear()
+    for fh, _ in spilled:
+        fh.close()
     np.save(out_tmp / "indptr.csc.index.npy", indptr)
     if nonocc is not None:
         np.save(out_tmp / "nonoccurrence_array.index.npy", nonocc)
