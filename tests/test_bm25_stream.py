@@ -113,3 +113,24 @@ def test_numba_backend_same_scores(passages, tmp_path):
         assert np.allclose(ra.scores, rb.scores, rtol=1e-6) and len(ra.ids) == len(rb.ids) > 0
         strict = [p for p, s in zip(ra.ids, ra.scores) if s > ra.scores[-1] * (1 + 1e-6)]
         assert set(strict) <= set(rb.ids)
+
+
+def test_stream_build_is_reproducible_across_processes(tmp_path):
+    """Same passages, two processes with different string-hash seeds: byte-identical files
+    (bm25s numbers stems in set order, which the build does not inherit)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, gzip, json; from preqrag.config import BM25Config; "
+            "from preqrag.retrieval.bm25 import build_bm25; "
+            "t = [json.loads(l)['text'] for l in gzip.open(sys.argv[1], 'rt')][:150]; "
+            "build_bm25(t, BM25Config(), sys.argv[2], batch_passages=40)")
+    for seed in ("1", "2"):
+        r = subprocess.run([sys.executable, "-c", code, os.path.join(BENCH, "smoke_corpus.jsonl.gz"),
+                            str(tmp_path / seed)], env={**os.environ, "PYTHONHASHSEED": seed},
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+    names = sorted(p.name for p in (tmp_path / "1").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "2").iterdir()) and "vocab.index.json" in names
+    for name in names:
+        assert (tmp_path / "1" / name).read_bytes() == (tmp_path / "2" / name).read_bytes(), name

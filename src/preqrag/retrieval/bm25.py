@@ -104,8 +104,8 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
         while batch := list(itertools.islice(it, batch_passages)):
             ids, local = tokenize(batch, cfg, return_ids=True)
             to_global = np.empty(len(local), dtype=np.int64)
-            for stem, i in local.items():
-                to_global[i] = vocab.setdefault(stem, len(vocab))
+            for stem in sorted(local):  # bm25s numbers a batch's stems in set order (hash-seeded): sort them,
+                to_global[local[stem]] = vocab.setdefault(stem, len(vocab))  # so the files are reproducible
             lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
             flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
             del ids
