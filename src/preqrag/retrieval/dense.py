@@ -82,7 +82,15 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     from ..config import IndexConfig
 
     cfg = cfg or IndexConfig()
-    shards = _as_shards(embeddings)
+    shards = _as_shards(embeddings)  # .npy paths: memory-mapped here only for their shapes
+
+    def rows_of(i: int) -> np.ndarray:
+        """Shard ``i`` read into memory (a file is read, not mapped: mapped pages would count in
+        the build's resident memory, ~the whole vector set by the end)."""
+        src = embeddings[i] if not isinstance(embeddings, np.ndarray) else None
+        arr = np.load(src) if isinstance(src, (str, Path)) else shards[i]
+        return np.ascontiguousarray(arr, dtype=np.float32)
+
     n = sum(len(s) for s in shards)
     dim = shards[0].shape[1]
     spec = factory_string(cfg.dense_index, n, dim, cfg)
@@ -93,13 +101,13 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     if not index.is_trained:
         rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(n, size=min(n, cfg.train_size), replace=False))
         starts = np.cumsum([0] + [len(s) for s in shards])
-        sample = np.concatenate([np.asarray(s[rows[(rows >= a) & (rows < b)] - a], dtype=np.float32)
-                                 for s, a, b in zip(shards, starts[:-1], starts[1:])])
+        sample = np.concatenate([rows_of(i)[rows[(rows >= a) & (rows < b)] - a]
+                                 for i, (a, b) in enumerate(zip(starts[:-1], starts[1:]))])
         index.train(sample)
         trained_on = len(sample)
         del sample
-    for shard in shards:
-        index.add(np.ascontiguousarray(shard, dtype=np.float32))
+    for i in range(len(shards)):
+        index.add(rows_of(i))
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     faiss.write_index(index, str(tmp))
