@@ -372,6 +372,14 @@ def write_markdown(data: dict, path: Path) -> None:
     if phases:
         lines += ["", "Build phases of the production build (`preqrag index`, flat; seconds):", ""]
         lines += md_table(phases, ["passages", "hash", "chunking", "bm25", "dense"])
+    for r in data.get("bm25_build_alone") or []:
+        lines += ["", f"BM25 build alone at {r['passages']} passages (final code): peak RSS {r['peak_rss_mb']} MB "
+                  f"(anonymous {r['peak_rss_anon_mb']} MB), {r['seconds']} s (`{r['command']}`)."]
+    if data.get("flat_build_alone_5m"):
+        r = data["flat_build_alone_5m"]
+        lines += ["", f"Flat index alone at 5M (final code, from the vector files): peak RSS {r['peak_rss_mb']} MB for a "
+                  f"{r['index_gb']} GB index, {r['seconds']} s (`{r['command']}`). The 5M rows' build_peak_rss_mb "
+                  "(13,188 MB) counts file pages the earlier code mapped for reading; docs/indexing.md explains."]
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 
