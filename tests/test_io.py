@@ -122,5 +122,5 @@ def test_duplicate_ids_found_across_groups_in_bounded_memory(tmp_path, monkeypat
     with pytest.raises(ValueError, match=r"c.jsonl:6: id: duplicate document id 'd4' \(first at line 5\)"):
         list(io.iter_corpus(path))
     write(docs)
-    monkeypatch.setattr(io, "_id_hash", lambda doc_id: 7)  # every id collides: none is a duplicate
+    monkeypatch.setattr(io, "id_hash", lambda doc_id: 7)  # every id collides: none is a duplicate
     assert len(list(io.iter_corpus(path))) == 10

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from .passages import id_hash
 from .records import Question
 
 
@@ -251,12 +252,6 @@ def open_parquet(path: str | Path):
     return pq.ParquetFile(str(path), pre_buffer=False)
 
 
-def _id_hash(doc_id: str) -> int:
-    import hashlib
-
-    return int.from_bytes(hashlib.blake2b(doc_id.encode("utf-8"), digest_size=8).digest(), "little", signed=True)
-
-
 class _SeenIds:
     """Duplicate document ids across a corpus in bounded memory: 8 bytes per document (a sorted
     array of 64-bit BLAKE2b hashes of the ids), not a dict of every id (~260 bytes per document:
@@ -276,7 +271,7 @@ class _SeenIds:
         self.where: list[tuple[Path, int, str, str]] = []  # (file, line/row, unit, id) of the pending ids
 
     def add(self, doc_id: str, path: Path, where: int, unit: str) -> None:
-        self.pending.append(_id_hash(doc_id))
+        self.pending.append(id_hash(doc_id))
         self.where.append((path, where, unit, doc_id))
         if len(self.pending) >= self.GROUP:
             self.flush()

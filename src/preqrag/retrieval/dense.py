@@ -82,7 +82,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     from ..config import IndexConfig
 
     cfg = cfg or IndexConfig()
-    shards = _as_shards(embeddings)  # .npy paths: memory-mapped here only for their shapes
+    shards = _as_shards(embeddings)  # .npy paths: memory-mapped for shapes and the training sample
 
     def rows_of(i: int) -> np.ndarray:
         """Shard ``i`` read into memory (a file is read, not mapped: mapped pages would count in
@@ -101,8 +101,9 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     if not index.is_trained:
         rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(n, size=min(n, cfg.train_size), replace=False))
         starts = np.cumsum([0] + [len(s) for s in shards])
-        sample = np.concatenate([rows_of(i)[rows[(rows >= a) & (rows < b)] - a]
-                                 for i, (a, b) in enumerate(zip(starts[:-1], starts[1:]))])
+        # the sample's rows only, from the mapped shards (pages touched: bounded by train_size)
+        sample = np.concatenate([np.asarray(s[rows[(rows >= a) & (rows < b)] - a], dtype=np.float32)
+                                 for s, a, b in zip(shards, starts[:-1], starts[1:])])
         index.train(sample)
         trained_on = len(sample)
         del sample
