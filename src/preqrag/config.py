@@ -115,7 +115,7 @@ class IndexConfig(_Section):
         "Vectors sampled (seed 0) to train IVF/PQ: FAISS wants >= 39 per centroid (nlist and 2^pq_nbits)."))
     bm25_backend: Literal["numpy", "numba"] = Field("numpy", description=(
         "bm25s scoring backend at query time: numpy (default, no compilation) or numba (JIT-compiled scoring "
-        "and top-k: ~50x faster per query on the bench corpus, ~11 s compilation once per process; same scores, "
+        "and top-k: p50 16 vs 156 ms at 5M passages in docs/bench/scale.md, 7-23 s compilation once per process; same scores, "
         "ties may be ordered differently). Needs numba."))
     backend: Literal["embedded", "milvus"] = Field("embedded", description=(
         "Where the passages and indexes live: embedded (bm25s + FAISS files in the --index directory, "
