@@ -79,6 +79,7 @@ def run_row(args, spec: str, label: str, n_questions: int) -> dict:
             "levels": stats["degradation_levels"], "level_names": d["level_names"],
             "finished_before_deadline": d["finished_before_deadline"], "seconds_left": d["seconds_left"],
             "fallbacks": d["fallbacks"], "batches": d["batches"],
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": " ".join(["preqrag", *cmd[3:]])}
 
 
@@ -173,19 +174,20 @@ def _save(data: dict, out: Path, command: str) -> None:
 def write_markdown(data: dict, path: Path) -> None:
     fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     lines = ["# Challenge-day deadlines: `preqrag run --deadline`", "",
-             f"Machine: {describe(data['machine'])}. Date: {data['date']}.", "",
+             f"Machine: {describe(data['machine'])}. Date: {data['date']} (each run's own date in its row: "
+             "rows from different days ran on different instances of this machine type).", "",
              f"Command (last): `{data['command']}`", "",
              "Each run starts from a fresh output; model loading counts against the deadline. `levels`: questions "
              "answered per degradation level (0 full, 1 no LLM rewriting, 2 rerank depth cut, 3 shorter context, "
              "4 extractive, no LLM); `fallbacks`: answers made extractive after an LLM call hit the batch's "
              "cut-off or failed.", "",
-             "| questions | deadline | deadline_s | wall_s | answered | in time | levels (0/1/2/3/4) | fallbacks |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| questions | deadline | deadline_s | wall_s | answered | in time | levels (0/1/2/3/4) | fallbacks | date |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in data.get("rows", []):
         levels = "/".join(str(r["levels"].get(str(i), 0)) for i in range(len(r["level_names"])))
         lines.append(f"| {r['questions']} | {r['deadline']} | {r['deadline_s']:.0f} | {r['wall_s']:.0f} | "
                      f"{r['answered']} | {'yes' if r['finished_before_deadline'] else 'NO'} | {levels} | "
-                     f"{r['fallbacks']} |")
+                     f"{r['fallbacks']} | {r.get('date', '–')} |")
     if data.get("levels"):
         lines += ["", "## What each level costs (retrieval, no generation)", "",
                   "Final ranking at document level (ranx); context hit: a gold document among the passages the "
