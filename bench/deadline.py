@@ -49,6 +49,11 @@ from preqrag.pipeline import Pipeline  # noqa: E402
 BENCH = Path(__file__).resolve().parent.parent.parent / "shared" / "liverag-bench"
 
 
+def _utc_now() -> str:
+    """Now, UTC, ISO 8601 to the second (a row's and the file's ``date``)."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
 def deadline_seconds(spec: str) -> float:
     """Seconds a duration spec (``2h``, ``30m``, ``600s``) stands for."""
     now = datetime.datetime.now(datetime.timezone.utc)
@@ -79,7 +84,7 @@ def run_row(args, spec: str, label: str, n_questions: int) -> dict:
             "levels": stats["degradation_levels"], "level_names": d["level_names"],
             "finished_before_deadline": d["finished_before_deadline"], "seconds_left": d["seconds_left"],
             "fallbacks": d["fallbacks"], "batches": d["batches"],
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "date": _utc_now(),
             "command": " ".join(["preqrag", *cmd[3:]])}
 
 
@@ -165,7 +170,7 @@ def main(argv=None) -> int:
 
 def _save(data: dict, out: Path, command: str) -> None:
     data.update({"machine": machine(),
-                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                 "date": _utc_now(),
                  "command": command})
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")

@@ -67,7 +67,8 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
 
     Args:
         embeddings: float32 ``(n, dim)`` unit-norm vectors, or a sequence of shards (arrays
-            or ``.npy`` paths, memory-mapped) in passage order; row ``i`` = passage ``i``.
+            or ``.npy`` paths: memory-mapped for the training sample, read one at a time to add
+            them) in passage order; row ``i`` = passage ``i``.
         path: output file (written to a temporary name, then renamed).
         cfg: :class:`~preqrag.config.IndexConfig` (``None``: exact flat index).
 
@@ -82,15 +83,8 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     from ..config import IndexConfig
 
     cfg = cfg or IndexConfig()
-    shards = _as_shards(embeddings)  # .npy paths: memory-mapped for shapes and the training sample
-
-    def rows_of(i: int) -> np.ndarray:
-        """Shard ``i`` read into memory (a file is read, not mapped: mapped pages would count in
-        the build's resident memory, ~the whole vector set by the end)."""
-        src = embeddings[i] if not isinstance(embeddings, np.ndarray) else None
-        arr = np.load(src) if isinstance(src, (str, Path)) else shards[i]
-        return np.ascontiguousarray(arr, dtype=np.float32)
-
+    sources = [embeddings] if isinstance(embeddings, np.ndarray) else list(embeddings)
+    shards = _as_shards(sources)  # .npy paths memory-mapped: shapes and the training sample only
     n = sum(len(s) for s in shards)
     dim = shards[0].shape[1]
     spec = factory_string(cfg.dense_index, n, dim, cfg)
@@ -107,8 +101,11 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
         index.train(sample)
         trained_on = len(sample)
         del sample
-    for i in range(len(shards)):
-        index.add(rows_of(i))
+    # each shard's vectors are read, not mapped, to add them: mapped pages would count in the
+    # build's resident memory (~the whole vector set by the end)
+    for src, shard in zip(sources, shards):
+        arr = np.load(src) if isinstance(src, (str, Path)) else shard
+        index.add(np.ascontiguousarray(arr, dtype=np.float32))
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     faiss.write_index(index, str(tmp))
