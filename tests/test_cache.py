@@ -69,6 +69,7 @@ def test_rerun_with_cache_dir_skips_every_model_call(tmp_path, small_index, smal
 def test_overlapped_run_against_a_real_server(tmp_path, llama_server, small_index, small_corpus, test_config):
     cfg = test_config.model_copy(deep=True)
     cfg.llm.backend, cfg.llm.base_url, cfg.llm.model = "openai", f"{llama_server}/v1", "smollm2"
+    cfg.llm.structured_output = "json_object"  # the form llama-cpp-python's server reads
     cfg.run.batch_size, cfg.run.overlap = 2, True
     out = tmp_path / "answers.jsonl"
     summary = run_questions(Pipeline.from_config(small_index, cfg), small_corpus[1], out)

@@ -148,7 +148,12 @@ def test_prompt_is_table_2_with_expertise():
                         "knowledge.\naccording to the following query: What is MIG welding?\n")
     assert "these are the texts, ordered by relevance with their ids:\n{1: 'one', 2: 'two'}\n" in p
     assert "give the output as a json, where all sentences are seperate" in p
+    # Table 2 has a second P.x slot after the output method: the sentence again, after the segments
+    assert ("where the information appears\nPlease bear in mind that I am an expert in this field and have "
+            "substantial prior knowledge.\nReply with this JSON only") in p
+    assert p.count(EXPERTISE_PROMPTS["P.2"]) == 2
     assert "Please bear in mind" not in build_cir_prompt("q", ["x"], "P.0")
+    assert "where the information appears\nReply with this JSON only" in build_cir_prompt("q", ["x"], "P.0")
     assert resolve_expertise("novice") == "P.1" and resolve_expertise("Expert") == "P.2"
     assert resolve_expertise("P.3") == "P.3" and resolve_expertise("guru") is None and resolve_expertise(3) is None
 
@@ -184,10 +189,10 @@ class FakeLLM:
         self.replies = list(replies)
         self.prompts: list[str] = []
 
-    def chat(self, messages, *, max_tokens, temperature=0.0):
+    def chat(self, messages, *, max_tokens, temperature=0.0, **options):
         raise AssertionError("chat_many expected")
 
-    def chat_many(self, requests, *, max_tokens, temperature=0.0):
+    def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
         self.prompts += [r[0]["content"] for r in requests]
         return [self.replies.pop(0) for _ in requests]
 
@@ -200,7 +205,8 @@ def _gen(replies, **cir):
 def test_generator_citations_fallbacks_and_expertise():
     ok = json.dumps({"sentences": [{"text": "Wire feeds the weld.", "ids": [2, 5]},
                                    {"text": "Flat is easiest.", "ids": [1]}]})
-    gen, llm = _gen([ok, "no json here", LLMError("server down"), ok])
+    # replies in call order: one call per answer schema (the number of passages), q1 and q4 first
+    gen, llm = _gen([ok, ok, "no json here", LLMError("server down")])
     out = gen.generate(["q1", "q2", "q3", "q4"], [["p1", "p2"], ["p1"], ["p1"], ["p1", "p2"]],
                        extras=[{"user_expertise": "expert"}, {}, {"user_expertise": "novice"},
                                {"user_expertise": "guru"}])
@@ -212,7 +218,7 @@ def test_generator_citations_fallbacks_and_expertise():
     g = out[1]  # unparsable: raw text, no citations, fallback recorded; no expertise field → [cir] prompt (P.1)
     assert g.answer == "no json here" and g.citations == [] and g.removed_citations == 0
     assert g.fallbacks[0].startswith("generate: unparsable JSON")
-    assert EXPERTISE_PROMPTS["P.1"] in llm.prompts[1]
+    assert EXPERTISE_PROMPTS["P.1"] in g.final_prompt and g.final_prompt == llm.prompts[2]
     assert isinstance(out[2].answer, LLMError) and out[2].citations is None
     assert out[3].fallbacks == ("generate: unknown user_expertise 'guru', used P.1",)
     gen, llm = _gen([ok], prompt="P.3", use_question_expertise=False)
@@ -281,6 +287,8 @@ def test_cir_preset_end_to_end_cli(small_index, small_corpus, tmp_path):
         assert t.citations is not None  # a citing generator: [] after a fallback
         assert all(set(c.passage_ids) <= set(t.context_ids) for c in t.citations)
         assert {"mmr", "rerank", "generate"} <= set(t.seconds)
-        assert all(f.startswith("generate: ") for f in t.fallbacks)  # a 135M model's JSON: fallbacks recorded
+        # the reply is constrained by the answer schema: it parses, ids are 1..k (none removed)
+        assert not [f for f in t.fallbacks if "unparsable" in f], t.fallbacks
+        assert t.citations and all(c.sentence.strip() for c in t.citations)
         expertise = {q["id"]: q["user_expertise"] for q in questions}[t.id]
         assert EXPERTISE_PROMPTS["P.2" if expertise == "expert" else "P.1"] in a.final_prompt

@@ -318,7 +318,7 @@ def test_deadline_met_through_a_slow_llm_server_then_a_run_without_deadline_is_u
     questions = small_corpus[2]
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
-    llm = {"backend": "openai", "model": "smollm2", "concurrency": 2, "max_retries": 1, "timeout_s": 60}
+    llm = {"backend": "openai", "model": "smollm2", "structured_output": "json_object", "concurrency": 2, "max_retries": 1, "timeout_s": 60}
     slow_cfg = tmp_path / "slow.toml"
     slow_cfg.write_text(config_toml({**TEST_OVERRIDES, "llm": {**llm, "base_url": f"{proxy.url}/v1"}}))
     out = tmp_path / "answers.jsonl"

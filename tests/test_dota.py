@@ -82,8 +82,9 @@ class ScriptedLLM:
         self.reply = reply
         self.calls: list[dict] = []
 
-    def chat_many(self, requests, *, max_tokens, temperature=0.0, seed=None):
-        self.calls.append({"n": len(requests), "temperature": temperature, "seed": seed, "max_tokens": max_tokens})
+    def chat_many(self, requests, *, max_tokens, temperature=0.0, seed=None, schema=None, **options):
+        self.calls.append({"n": len(requests), "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
+                           "schema": schema, **options})
         out = []
         for m in requests:
             r = self.reply(m, temperature, seed)
@@ -95,42 +96,54 @@ def _is_route(messages):
     return messages[-1]["content"].startswith("Q: ")
 
 
+def vote(*names):
+    """A structured routing vote (the JSON the schema allows)."""
+    return json.dumps({"about": "the question", "namespaces": list(names)})
+
+
+def rewritten(text):
+    return json.dumps({"rewritten": text})
+
+
 def test_router_votes_with_distinct_seeds_and_counts_them():
-    votes = {0: "\\boxed{Health, Politics}", 1: "\\boxed{Politics}", 2: "I think \\boxed{Health}",
-             3: "\\boxed{Religion}"}
+    votes = {0: vote("Health", "Politics"), 1: vote("Politics"), 2: vote("health"), 3: vote("Religion")}
     llm = ScriptedLLM(lambda m, t, s: votes[s])
     (names, fallbacks, raw), = NamespaceRouter(llm, DotaConfig()).route(["Is coffee healthy?"])
     assert names == ["Health", "Politics"]  # 2 votes each; Health named first
     assert fallbacks == [] and len(raw) == 4
     assert [c["seed"] for c in llm.calls] == [0, 1, 2, 3]
     assert all(c["temperature"] == 0.6 and c["n"] == 1 for c in llm.calls)
+    # every vote declares the schema: 1-3 of the 24 namespaces
+    enum = llm.calls[0]["schema"]["properties"]["namespaces"]["items"]["enum"]
+    assert enum == list(TOPIC_NAMES) and llm.calls[0]["schema"]["properties"]["namespaces"]["maxItems"] == 3
 
 
 def test_router_fallbacks_junk_and_llm_errors():
     def reply(m, t, s):
-        return LLMError("down") if s == 0 else {1: "", 2: "\\boxed{Cooking}", 3: "no box here"}[s]
+        return LLMError("down") if s == 0 else {1: "", 2: vote("Cooking"), 3: "\\boxed{Health}"}[s]
 
     (names, fallbacks, raw), = NamespaceRouter(ScriptedLLM(reply), DotaConfig()).route(["q"])
     assert names == []
     assert fallbacks == ["route vote 1: llm error: down", "route vote 2: empty",
-                         "route vote 3: unknown namespace: cooking", "route vote 4: no boxed",
+                         "route vote 3: unknown namespace: Cooking",
+                         "route vote 4: unparsable JSON: Expecting value at char 0",
                          "route: no valid vote (all namespaces searched)"]
     # one valid vote is enough; the others are recorded
-    (names, fallbacks, _), = NamespaceRouter(ScriptedLLM(lambda m, t, s: "\\boxed{Games}" if s == 3 else "junk"),
+    (names, fallbacks, _), = NamespaceRouter(ScriptedLLM(lambda m, t, s: vote("Games") if s == 3 else "junk"),
                                              DotaConfig()).route(["q"])
     assert names == ["Games"] and len(fallbacks) == 3
 
 
-def test_router_without_seed_support_still_votes():
+def test_router_with_a_backend_that_ignores_options_still_votes():
     class NoSeed:
         name = "noseed"
 
         def __init__(self):
             self.n = 0
 
-        def chat_many(self, requests, *, max_tokens, temperature=0.0):
+        def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
             self.n += 1
-            return ["\\boxed{Travel & Tourism}"] * len(requests)
+            return [vote("Travel & Tourism")] * len(requests)
 
     llm = NoSeed()
     (names, _, _), = NamespaceRouter(llm, DotaConfig()).route(["q"])
@@ -161,21 +174,21 @@ def test_rewriter_plan_with_fallbacks():
 
     def reply(m, t, s):
         if _is_route(m):
-            return "\\boxed{Health}" if "nicotine" in m[-1]["content"] else "\\boxed{nonsense}"
-        assert m[0] == {"role": "system", "content": REWRITE_PROMPT} and t == 0.0
-        return {q_ok: "What are some side effects of nicotine gum?", q_junk: "",
+            return vote("Health") if "nicotine" in m[-1]["content"] else vote("nonsense")
+        assert m[0]["content"].startswith(REWRITE_PROMPT) and t == 0.0
+        return {q_ok: rewritten("What are some side effects of nicotine gum?"), q_junk: "",
                 q_err: LLMError("timeout")}[m[-1]["content"]]
 
     plans = DotaRewriter(ScriptedLLM(reply), DotaConfig()).plan([q_ok, q_junk, q_err], ["single"] * 3)
     p0, p1, p2 = plans
     assert p0.sub_queries[0].dense == p0.sub_queries[0].sparse == "What are some side effects of nicotine gum?"
     assert p0.sub_queries[0].filters == {"topic": ["Health"]} and p0.fallbacks == []
-    assert p0.llm_outputs["rewrite"].startswith("What") and "route 4" in p0.llm_outputs
+    assert json.loads(p0.llm_outputs["rewrite"])["rewritten"].startswith("What") and "route 4" in p0.llm_outputs
     assert p1.sub_queries[0].dense == q_junk and p1.sub_queries[0].filters == {}
     assert p1.fallbacks[0] == "rewrite: empty" and p1.fallbacks[-1].startswith("route: no valid vote")
     assert p2.sub_queries[0].dense == q_err and p2.fallbacks[0] == "rewrite: llm error: timeout"
     # routing off: no route calls, no filters
-    llm = ScriptedLLM(lambda m, t, s: "\\boxed{Health}" if _is_route(m) else m[-1]["content"])
+    llm = ScriptedLLM(lambda m, t, s: vote("Health") if _is_route(m) else rewritten(m[-1]["content"]))
     (p,) = DotaRewriter(llm, DotaConfig(), route=False).plan([q_ok], ["single"])
     assert p.sub_queries[0].filters == {} and len(llm.calls) == 1
 
@@ -303,9 +316,9 @@ def test_generator_caps_words_and_returns_llm_errors():
         context_window = 2048
         count_tokens = staticmethod(count)
 
-        def chat_many(self, requests, *, max_tokens, temperature=0.0):
+        def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
             assert temperature == 0.0 and all(len(r) == 1 and r[0]["role"] == "user" for r in requests)
-            return [words(500), LLMError("boom")]
+            return [" ".join(f"word{i}" for i in range(500)), LLMError("boom")]  # long, not looping
 
     gen = DotaGenerator(LLM(), GeneratorConfig(max_new_tokens=400, max_words=300), DotaConfig(context_tokens=100))
     g1, g2 = gen.generate(["q1", "q2"], [[words(200), words(200)], ["short"]])
@@ -313,6 +326,11 @@ def test_generator_caps_words_and_returns_llm_errors():
     assert g1.final_prompt.startswith("You are a helpful assistant.\n\nContext:\n")
     assert g1.truncations == ["generate: passage 1: 200 -> 50 tokens", "generate: passage 2: 200 -> 50 tokens"]
     assert isinstance(g2.answer, LLMError) and g2.truncations == []
+    # a looping answer is repaired (extractive from passage 1) and the fallback recorded
+    (g3,) = DotaGenerator(type("Loop", (LLM,), {"chat_many": lambda self, r, **k: [words(500)]})(),
+                          GeneratorConfig(), DotaConfig(context_tokens=100)).generate(["q1"], [["Alpha beta. Gamma."]])
+    assert g3.fallbacks == ("generate: degenerate answer (repeated phrase); extractive answer from passage [1] used",)
+    assert g3.answer == "Alpha beta. Gamma."
 
 
 # ---------------------------------------------------------------- configuration checks, end to end
@@ -363,9 +381,12 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
         assert t.context_ids == t.rankings["final"][0].ids[:10]
         assert set(t.seconds) >= {"classify", "rewrite", "dense", "fusion", "bm25-prune", "rerank", "generate"}
         assert t.plan.rewriter == "dota" and len(t.plan.sub_queries) == 1
-        assert all(f.split(":")[0].split(" vote")[0] in {"rewrite", "route", "classify"} for f in t.fallbacks)
+        assert all(f.split(":")[0].split(" vote")[0] in {"rewrite", "route", "classify", "dense"} for f in t.fallbacks)
+        # the votes are constrained to the 24 names: they parse (no 'no valid vote' fallback)
+        assert not [f for f in t.fallbacks if "unparsable" in f or "no valid vote" in f], t.fallbacks
         routed = t.plan.sub_queries[0].filters.get("topic", [])
-        assert len(routed) <= 2 and set(routed) <= set(TOPIC_NAMES)
-        if routed:  # the dense candidates come from the routed namespaces only
+        assert 1 <= len(routed) <= 2 and set(routed) <= set(TOPIC_NAMES)
+        unfiltered = [f for f in t.fallbacks if f.startswith("dense: no passage matches filters")]
+        if not unfiltered:  # the dense candidates come from the routed namespaces only
             allowed = {TOPIC_NAMES.index(n) for n in routed}
             assert all(int(topics[row[pid]]) in allowed for pid in t.rankings["dense"][0].ids)

@@ -304,10 +304,10 @@ class ScriptedLLM:
         self.name = name
         self.asked: list[str] = []
 
-    def chat(self, messages, *, max_tokens, temperature=0.0):
+    def chat(self, messages, *, max_tokens, temperature=0.0, **options):
         raise NotImplementedError
 
-    def chat_many(self, requests, *, max_tokens, temperature=0.0):
+    def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
         out = []
         for m in requests:
             prompt = m[-1]["content"]

@@ -30,7 +30,7 @@ def _lines(path):
 
 def _openai_overrides(base_url: str, **llm) -> dict:
     return {**TEST_OVERRIDES, "llm": {"backend": "openai", "base_url": f"{base_url}/v1", "model": "smollm2",
-                                      "concurrency": 2, **llm}}
+                                      "structured_output": "json_object", "concurrency": 2, **llm}}
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ end-to-end run of the preset with the bundled models."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -13,10 +14,10 @@ from conftest import TEST_OVERRIDES
 from preqrag.config import load_config
 from preqrag.ginger.clustering import cluster_nuggets, embed_texts
 from preqrag.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM, GingerGenerator
-from preqrag.ginger.nuggets import NUGGET_SYSTEM, parse_nuggets
+from preqrag.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, parse_nuggets
 from preqrag.ginger.pairwise import (CrossEncoderPreference, DuoT5Preference, PairwiseStep, pairwise_order,
                                      sym_sum)
-from preqrag.ginger.rewriting import ANSWER_SYSTEM, REWRITE_SYSTEM, GingerRewriter, parse_rewrites
+from preqrag.ginger.rewriting import ANSWER_SYSTEM, REWRITE_SYSTEM, REWRITES_FORMAT, GingerRewriter, parse_rewrites
 from preqrag.index import Index
 from preqrag.records import LiveRAGAnswer, Question, Ranking
 from preqrag.rerankers import load_reranker
@@ -34,13 +35,13 @@ class ScriptedLLM:
         self.handlers = handlers
         self.calls: list[tuple[str, str, int]] = []
 
-    def chat(self, messages, *, max_tokens, temperature=0.0):
+    def chat(self, messages, *, max_tokens, temperature=0.0, **options):
         r = self.chat_many([messages], max_tokens=max_tokens)[0]
         if isinstance(r, LLMError):
             raise r
         return r
 
-    def chat_many(self, requests, *, max_tokens, temperature=0.0):
+    def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
         out = []
         for msgs in requests:
             system = msgs[0]["content"] if msgs[0]["role"] == "system" else ""
@@ -92,8 +93,8 @@ def test_parse_rewrites_strict():
 
 def test_rewriter_plan_keeps_original_and_fuses():
     llm = ScriptedLLM({ANSWER_SYSTEM: lambda u: "Corals bleach and may die when water stays too warm.",
-                       REWRITE_SYSTEM: lambda u: "coral bleaching warm water\nreef mortality heat stress\n"
-                                                 "ocean warming coral recovery\nextra coral query"})
+                       REWRITE_SYSTEM: lambda u: json.dumps({"rewrites": [
+                           "coral bleaching warm water", "reef mortality heat stress", "ocean warming coral recovery"]})})
     cfg = _ginger_cfg()
     (plan,) = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q], ["single"])
     (sub,) = plan.sub_queries
@@ -103,7 +104,8 @@ def test_rewriter_plan_keeps_original_and_fuses():
     # App. B.1: the answer goes into the rewrite prompt, with the number of rewrites
     rewrite_user = [u for s, u, _ in llm.calls if s == REWRITE_SYSTEM][0]
     assert "Rewrite and return 3 query rewrites" in rewrite_user
-    assert rewrite_user.endswith(f"original query: {Q}\nanswer: Corals bleach and may die when water stays too warm.")
+    assert f"original query: {Q}\nanswer: Corals bleach and may die when water stays too warm.\n" in rewrite_user
+    assert rewrite_user.endswith(REWRITES_FORMAT.format(n=3))  # the reply is constrained to 3 rewrites
 
     cfg = _ginger_cfg(query_mode="concatenate")
     (plan,) = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q], ["multi"])
@@ -121,12 +123,17 @@ def test_rewriter_fallbacks():
     assert plan.sub_queries[0].extra == [] and plan.sub_queries[0].sparse == Q
     assert [f.split(":")[0] for f in plan.fallbacks] == ["answer", "rewrites"]
     # the answer fails, junk rewrites: still a plan; the rewrite prompt got an empty answer
-    llm = ScriptedLLM({ANSWER_SYSTEM: _fail, REWRITE_SYSTEM: lambda u: "Sure! Here are the queries:\n\n!!!"})
+    llm = ScriptedLLM({ANSWER_SYSTEM: _fail, REWRITE_SYSTEM: lambda u: json.dumps(
+        {"rewrites": ["Sure! Here are the queries:", "!!!"]})})
     (plan,) = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q], ["single"])
     assert plan.sub_queries[0].extra == []
     assert plan.fallbacks[1] == "rewrites: 0 of 3 usable (rejected: chatter, unparsable)"
+    # a backend that ignored the schema: the reply does not parse, and that is recorded
+    llm = ScriptedLLM({ANSWER_SYSTEM: _fail, REWRITE_SYSTEM: lambda u: "coral heat stress"})
+    (plan,) = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q], ["single"])
+    assert plan.fallbacks[1].startswith("rewrites: 0 of 3 usable (rejected: unparsable JSON")
     # one good line of three
-    llm = ScriptedLLM({ANSWER_SYSTEM: lambda u: "", REWRITE_SYSTEM: lambda u: "coral heat stress"})
+    llm = ScriptedLLM({ANSWER_SYSTEM: lambda u: "", REWRITE_SYSTEM: lambda u: json.dumps({"rewrites": ["coral heat stress"]})})
     plans = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q, Q], ["single", "multi"])
     for plan in plans:  # GINGER treats single- and multi-document questions alike
         assert plan.sub_queries[0].extra == ["coral heat stress"]
@@ -251,11 +258,11 @@ def _smoke_contexts(index, small_corpus, n=3):
 def _annotate_first_sentence_of(passages_to_tag):
     """Nugget handler: tags the first sentence of chosen passages, plus one altered nugget."""
     def handle(user):
-        passage = user.split(" Passage: ", 1)[1]
+        assert user.endswith(NUGGET_FORMAT)
+        passage = user[:-len(NUGGET_FORMAT)].split(" Passage: ", 1)[1]
         if any(passage == p for p in passages_to_tag):
-            s = _first_sentence(passage)
-            return passage.replace(s, f"<START>{s}</END>", 1) + " <START>an invented fact</END>"
-        return passage
+            return json.dumps({"nuggets": [_first_sentence(passage), "an invented fact"]})
+        return json.dumps({"nuggets": []})
     return handle
 
 
@@ -267,11 +274,14 @@ def test_generator_citations_point_to_nugget_passages(index, small_corpus):
                        FLUENCY_SYSTEM: lambda u: u.split(" Response: ", 1)[1]})  # unchanged rephrasing
     cfg = _ginger_cfg(cluster_ranking="passage-rank")
     (g,) = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder).generate([q], [ctx])
-    assert g.details["fluency"] is True
-    nuggets = g.details["nuggets"]
-    assert {n["passage"] for n in nuggets} == {1, 3}
+    assert g.details.fluency.used is True and g.details.fluency.after and g.details.fluency.before
+    nuggets = g.details.nuggets
+    assert {n.passage for n in nuggets} == {1, 3}
     for n in nuggets:
-        assert n["text"] in ctx[n["passage"] - 1]
+        assert ctx[n.passage - 1][n.start:n.end] == n.text
+    assert sorted(i for c in g.details.clusters for i in c.nuggets) == list(range(len(nuggets)))
+    assert g.details.cluster_ranking in ("passage-rank", None)
+    assert g.details.summaries and all(0 <= s.cluster < len(g.details.clusters) for s in g.details.summaries)
     assert "generate: nuggets: passage 1: dropped 1 (not in passage)" in g.fallbacks
     assert g.citations and all(set(nums) <= {1, 3} and nums for _, nums in g.citations)
     cited = set().union(*[set(nums) for _, nums in g.citations])
@@ -288,11 +298,15 @@ def test_generator_pairwise_cluster_ranking_on_real_cross_encoder(index, small_c
     cfg = _ginger_cfg()
     gen = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder, lambda: CrossEncoderPreference(reranker))
     (g,) = gen.generate([q], [ctx])
-    texts = [c["text"] for c in g.details["clusters"]]
+    texts = [c.text for c in g.details.clusters]
+    assert g.details.cluster_ranking == "pairwise" and len(texts) > 1
+    scores = [c.score for c in g.details.clusters]
+    assert scores == sorted(scores, reverse=True)  # sym-sum, best first
     ce = reranker.score([(q, t) for t in texts])
     assert list(ce) == sorted(ce, reverse=True)  # clusters ranked by (pairwise) relevance
     assert g.fallbacks[-1].startswith("generate: fluency: llm error")
-    assert not g.details["fluency"] and g.final_prompt.startswith(SUMMARY_SYSTEM)
+    assert not g.details.fluency.used and g.details.fluency.after is None
+    assert g.details.fluency.fallback.startswith("llm error") and g.final_prompt.startswith(SUMMARY_SYSTEM)
 
 
 def test_generator_falls_back_on_failing_or_junk_llm(index, small_corpus):

@@ -1,9 +1,12 @@
 """Strict parsing of LLM rewrites and the fallback paths (junk output, failing LLM)."""
 
+import json
+
 import pytest
 
 from preqrag.config import LLMConfig, RewriterConfig
-from preqrag.rewriting import PreQRAGRewriter, parse_rewrite, parse_sub_questions
+from preqrag.rewriting import (PreQRAGRewriter, parse_rewrite, parse_rewrite_reply, parse_sub_questions,
+                               parse_sub_questions_reply)
 from preqrag.stages import LLMError
 
 Q = "I'm developing new methods for protein analysis and wondering what improvements are made to HDX methodology?"
@@ -39,17 +42,25 @@ class JunkLLM:
 
     name = "junk"
 
-    def chat_many(self, requests, *, max_tokens, temperature=0.0):
-        return ["", "!!!", "word " * 500][: len(requests)] + ["???"] * max(0, len(requests) - 3)
+    replies = ["", "!!!", "word " * 500]
+    i = 0
+
+    def chat_many(self, requests, *, max_tokens, temperature=0.0, schema=None, **options):
+        # ignores the schema, like a backend that does not enforce it; junk in call order
+        out = []
+        for _ in requests:
+            out.append(self.replies[self.i] if self.i < len(self.replies) else "???")
+            self.i += 1
+        return out
 
 
 def test_junk_llm_falls_back_to_original_question():
     rw = PreQRAGRewriter(JunkLLM(), RewriterConfig())
     single, multi = rw.plan([Q, MULTI], ["single", "multi"])
     assert single.sub_queries[0].sparse == Q and single.sub_queries[0].dense == Q
-    assert single.fallbacks == ["sparse: empty", "dense: unparsable"]
+    assert single.fallbacks == ["sparse: empty", "dense: unparsable JSON: Expecting value at char 0"]
     assert [s.text for s in multi.sub_queries] == [MULTI]
-    assert multi.fallbacks == ["decompose: unparsable"]  # 500 unnumbered words
+    assert multi.fallbacks == ["decompose: unparsable JSON: Expecting value at char 0"]  # 500 words, no JSON
 
 
 def test_unreachable_llm_server_falls_back_and_records_error():
@@ -74,12 +85,30 @@ def test_real_smollm2_rewrites_are_parsed_or_fall_back():
     """The bundled 135M model: every plan is usable whatever the model writes."""
     from preqrag.llm import load_llm
 
-    rw = PreQRAGRewriter(load_llm(LLMConfig()), RewriterConfig(max_new_tokens=48))
+    rw = PreQRAGRewriter(load_llm(LLMConfig()), RewriterConfig())
     single, multi = rw.plan([Q, MULTI], ["single", "multi"])
     for plan in (single, multi):
         assert plan.sub_queries and all(s.sparse.strip() and s.dense.strip() for s in plan.sub_queries)
-        assert set(plan.llm_outputs) <= {"sparse", "dense", "decompose"}
+        # constrained decoding: every reply parses (a fallback may only be about sense)
+        assert set(plan.llm_outputs) == ({"sparse", "dense"} if plan is single else {"decompose"})
+        assert not [f for f in plan.fallbacks if "unparsable" in f or f.endswith(": empty")], plan.fallbacks
+    assert set(json.loads(multi.llm_outputs["decompose"])) == {"sub_questions"}
+    assert len(json.loads(multi.llm_outputs["decompose"])["sub_questions"]) == 2
     assert len(single.sub_queries) == 1
     assert 1 <= len(multi.sub_queries) <= 2
     if not multi.fallbacks:
         assert len(multi.sub_queries) == 2
+
+
+def test_parse_structured_replies():
+    assert parse_rewrite_reply('{"query": "HDX methodology protein systems"}', "sparse", Q, 3.0) == (
+        "HDX methodology protein systems", None)
+    assert parse_rewrite_reply('{"question": "Why is the sky blue?"}', "dense", Q, 3.0) == (None, "unrelated")
+    assert parse_rewrite_reply('{"query": "HDX', "sparse", Q, 3.0)[1].startswith("unparsable JSON")
+    assert parse_rewrite_reply('{"other": "HDX"}', "sparse", Q, 3.0) == (None, "unparsable: no 'query' field")
+    two = '{"sub_questions": ["How does Azure Firewall segment networks?", "What are Key Vault compliance aspects?"]}'
+    assert parse_sub_questions_reply(two, MULTI, 2, 3.0)[0] == [
+        "How does Azure Firewall segment networks?", "What are Key Vault compliance aspects?"]
+    same = '{"sub_questions": ["Azure Firewall?", "azure firewall?"]}'
+    assert parse_sub_questions_reply(same, MULTI, 2, 3.0) == (None, "repeated sub-questions")
+    assert parse_sub_questions_reply('{"sub_questions": []}', MULTI, 2, 3.0) == (None, "fewer than two sub-questions")

@@ -326,7 +326,7 @@ def show_config(config: Optional[Path] = ConfigOpt,
 def _register_optional():
     # Commands that live with their stage: classifier training/prediction, evaluation.
     for module in ("preqrag.classifiers.cli", "preqrag.evaluation.cli", "preqrag.serve.cli", "preqrag.dota.cli",
-                   "preqrag.trec.cli", "preqrag.learned.cli"):
+                   "preqrag.trec.cli", "preqrag.learned.cli", "preqrag.llm.cli"):
         try:
             mod = __import__(module, fromlist=["register"])
         except ImportError as e:  # pragma: no cover - only while a module is missing

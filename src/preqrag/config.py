@@ -175,8 +175,17 @@ class GeneratorConfig(_Section):
     max_new_tokens: int = Field(200, ge=1, description="Paper: answers under 200 tokens.")
     max_words: int = Field(300, ge=1, description="LiveRAG evaluates only the first 300 words.")
     max_passage_tokens: int = Field(512, ge=16, description=(
-        "Per-passage cap in the prompt, in LLM tokens; passages are further shortened when the "
-        "prompt would not fit llm.n_ctx (see preqrag.generation.fit_prompt)."))
+        "Per-passage cap in the prompt, in LLM tokens. When the prompt would still not fit llm.n_ctx, "
+        "the lowest-ranked passages are dropped (the last kept one shortened), never the question while "
+        "a passage is left (see preqrag.generation.fit_prompt)."))
+    temperature: float = Field(0.0, ge=0, description=(
+        "Answer sampling temperature; 0 = greedy, PreQRAG's choice (App. B.2, Table B.2 compares "
+        "temp 0.7/top_p 0.85/top_k 20, 0.9/0.9/40, 1.2/0.95/60). DoTA-RAG's code samples at 0.8."))
+    top_p: float | None = Field(None, gt=0, le=1, description="Answer top-p; null = llm.top_p.")
+    top_k: int | None = Field(None, ge=0, description="Answer top-k; null = llm.top_k.")
+    repeat_penalty: float | None = Field(None, gt=0, description=(
+        "Answer repetition penalty (1.0 = off); null = llm.repeat_penalty. A small model under greedy "
+        "decoding can loop; degenerate answers are detected either way (preqrag.generation.degenerate)."))
 
 
 class LLMConfig(_Section):
@@ -195,6 +204,21 @@ class LLMConfig(_Section):
     timeout_s: float = Field(120.0, gt=0)
     max_retries: int = Field(4, ge=0, description="openai: retries with exponential backoff.")
     concurrency: int = Field(4, ge=1, description="openai: requests in flight.")
+    structured_output: Literal["json_schema", "json_object"] = Field("json_schema", description=(
+        "openai: how a reply schema is sent. 'json_schema': OpenAI's response_format {type: json_schema} "
+        "(OpenAI, vLLM, SGLang, llama.cpp's llama-server); 'json_object': {type: json_object, schema: ...} "
+        "(llama-cpp-python's server, which refuses json_schema; llama-server accepts both)."))
+    top_p: float | None = Field(None, gt=0, le=1, description=(
+        "Nucleus sampling mass for calls at temperature > 0 (PreQRAG App. B.2 Table B.2 tried 0.85-0.95; "
+        "DoTA-RAG's rewrite used 0.1); null = the backend's default (llama.cpp 0.95; openai: not sent)."))
+    top_k: int | None = Field(None, ge=0, description=(
+        "Top-k sampling (PreQRAG Table B.2: 20, 40, 60); null = the backend's default (llama.cpp 40; "
+        "openai: sent as an extra body field only when set, for vLLM/llama.cpp servers)."))
+    min_p: float | None = Field(None, ge=0, le=1, description=(
+        "llama-cpp: min-p sampling; null = llama.cpp's default (0.05)."))
+    repeat_penalty: float | None = Field(None, gt=0, description=(
+        "Repetition penalty over recent tokens for every call (1.0 = off); null = the backend's default "
+        "(llama.cpp 1.0; openai: not sent). The answer step has its own, generator.repeat_penalty."))
     cache_dir: str | None = Field(None, description=(
         "Directory of the content-addressed LLM call cache (model + prompt + parameters); "
         "null = run.cache_dir (or no cache when that is null too)."))
@@ -229,7 +253,10 @@ class RewriterConfig(_Section):
     max_length_ratio: float = Field(3.0, gt=0, description=(
         "An LLM rewrite longer than this many times the question (in words, minimum 30 words) "
         "is rejected and the original question used."))
-    max_new_tokens: int = Field(96, ge=8)
+    max_new_tokens: int = Field(128, ge=8, description=(
+        "Reply budget in tokens per rewrite (a decomposition gets this per sub-question): room for the "
+        "JSON reply of a query of up to 200 characters (preqrag.rewriting.MAX_QUERY_CHARS), so that the "
+        "constrained reply closes before the budget ends."))
 
 
 class RerankConfig(_Section):
@@ -287,8 +314,8 @@ class GingerConfig(_Section):
         "scored 0.404 vs 0.397). Scaled down to 20: DuoT5 costs k(k-1) pair scores."))
     pairwise_batch_size: int = Field(8, ge=1, description="DuoT5: pairs per forward pass.")
     nugget_max_new_tokens: int = Field(512, ge=16, description=(
-        "Tokens the nugget-annotation reply may use (App. B.2: the LLM copies the whole passage with tags); "
-        "capped at the passage length plus a margin."))
+        "Tokens a nugget reply may use: the reply lists up to 3 of the passage's sentences as JSON "
+        "(preqrag.ginger.nuggets.nugget_schema), and only sentences that fit this budget are offered."))
     clustering: Literal["agglomerative", "bertopic"] = Field("agglomerative", description=(
         "Nugget clustering (§3.2): 'bertopic' (the paper's BERTopic, UMAP + HDBSCAN, needs `pip install "
         "bertopic`) or 'agglomerative' (scikit-learn, average linkage on cosine distance of the index "
@@ -358,6 +385,8 @@ class DotaConfig(_Section):
     route_max_new_tokens: int = Field(128, ge=8, description="Tokens per vote (the authors' code: 128).")
     rewrite_temperature: float = Field(0.0, ge=0, description=(
         "Rewrite sampling temperature; §2.1 'low-temp' (the authors' code: 0.2 with top-p 0.1, near greedy)."))
+    rewrite_top_p: float | None = Field(None, gt=0, le=1, description=(
+        "Rewrite top-p (the authors' code: 0.1); null = llm.top_p."))
     rewrite_max_new_tokens: int = Field(128, ge=8, description="Tokens of the rewrite (the authors' code: 128).")
     prune_keep: int = Field(20, ge=1, description=(
         "Candidates the 'bm25-prune' rerank step keeps (§2.3: dense 100 -> BM25 top 20)."))
@@ -382,6 +411,13 @@ class RunConfig(_Section):
         "Content-addressed caches of LLM calls, query embeddings and cross-encoder scores "
         "(SQLite files in this directory), so re-runs and ablations skip finished work. "
         "null = no caching (llm.cache_dir, if set, still caches LLM calls)."))
+    use_given_candidates: bool = Field(False, description=(
+        "A question that carries its own pre-ranked passages (ragnarok request JSONL: 'candidates', "
+        "[{docid, score, doc: {segment}}]) is answered from the top generator.context_top_k of them, in "
+        "their order, with their docids, and retrieval (rewrite, BM25, dense, fusion, rerank chain, merge) "
+        "is skipped; the trace says candidates = 'given'. On in the 'cir' preset (CIR's task, TREC 2024 "
+        "RAG augmented generation, is generation from given segments); off elsewhere: the other presets' "
+        "retrieval is part of their method. Questions without candidates are retrieved as usual."))
 
 
 DEADLINE_LEVELS: tuple[str, ...] = ("full", "no-rewrite", "shallow-rerank", "short-context", "extractive")

@@ -50,7 +50,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from .config import DEADLINE_LEVELS, DeadlineConfig, PipelineConfig
-from .generation import Generated, truncate_words
+from .answering import ExtractiveGenerator
 from .io import atomic_write_text, stats_path
 from .pipeline import Outcome, Pipeline
 from .records import Question
@@ -166,45 +166,6 @@ def resolve_deadline(output: str | Path, spec: str | None, now: datetime | None 
 
 
 # ------------------------------------------------------------------------------ levels
-
-EXTRACTIVE_PROMPT = ("(extractive answer, no LLM call: the sentences of passage [1] that share the most content "
-                     "words with the question, in passage order)\n\nQuestion: {question}")
-"""The ``final_prompt`` of an extractive answer: no prompt was sent to any LLM, and it says so."""
-
-
-class ExtractiveGenerator:
-    """Answers without an LLM: the ``n_sentences`` sentences of the first context passage that
-    share the most content words (stemmed, stopwords removed; the BM25 analyser's stemmer and
-    stopwords) with the question, in passage order, at most ``max_words`` words. Ties go to
-    the earlier sentence; a passage without any sentence boundary is used whole (cut to
-    ``max_words``). Sentence split: :func:`preqrag.ginger._text.split_sentences`.
-
-    ``generate`` returns one :class:`~preqrag.generation.Generated` per question; its
-    ``final_prompt`` is :data:`EXTRACTIVE_PROMPT` (no prompt was sent anywhere).
-    """
-
-    name = "extractive"
-
-    def __init__(self, n_sentences: int = 2, max_words: int = 300):
-        self.n_sentences = n_sentences
-        self.max_words = max_words
-
-    def answer(self, question: str, passage: str) -> str:
-        """The extractive answer to ``question`` from ``passage`` ('' for an empty passage)."""
-        from .ginger._text import content_words, split_sentences
-
-        sentences = split_sentences(passage)
-        if not sentences:
-            return truncate_words(passage, self.max_words)
-        q = content_words(question)
-        order = sorted(range(len(sentences)), key=lambda i: (-len(q & content_words(sentences[i])), i))
-        chosen = sorted(order[:self.n_sentences])
-        return truncate_words(" ".join(sentences[i] for i in chosen), self.max_words)
-
-    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[Generated]:
-        return [Generated(EXTRACTIVE_PROMPT.format(question=q), self.answer(q, c[0] if c else ""), [])
-                for q, c in zip(questions, contexts)]
-
 
 def level_overrides(cfg: PipelineConfig, level: int) -> dict:
     """The settings of degradation ``level`` (an index in ``cfg.deadline.levels``) over ``cfg``:

@@ -11,14 +11,11 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .config import GeneratorConfig
+from .records import GenerationDetails
 from .stages import LLM, LLMError
 
 CHAT_TEMPLATE_MARGIN = 32
 """Tokens reserved for the chat template around the user message (SmolLM2's adds ~10)."""
-
-QUESTION_SHARE = 0.25
-"""When a prompt overflows the window, the question keeps at most this share of the space
-left after the instruction (the passages share the rest): the answer needs both."""
 
 
 def approx_tokens(text: str) -> int:
@@ -44,11 +41,21 @@ def truncate_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> 
 
 
 class FittedPrompt(NamedTuple):
-    """A prompt that fits the LLM's window: ``text`` and what was cut (``truncations``,
-    e.g. ``"question: 200740 -> 960 tokens"``; empty when nothing was)."""
+    """A prompt that fits the LLM's window: ``text``; what was cut (``truncations``, e.g.
+    ``"passages 12-20 dropped: the prompt was 4100 tokens over the window"``,
+    ``"passage 11: 512 -> 130 tokens"``, ``"question: 200740 -> 960 tokens"``; empty when
+    nothing was); and ``n_passages``, how many passages the prompt holds: always the first
+    ``n_passages`` of those given (dropped passages are the lowest-ranked, missing from the end),
+    so passage ``i`` keeps its 1-based number ``i`` and a citation must lie in 1 … ``n_passages``."""
 
     text: str
     truncations: list[str]
+    n_passages: int
+
+
+MIN_PASSAGE_TOKENS = 32
+"""A passage shortened to fit the window keeps at least this many tokens, else it is dropped
+(a few words of a passage cannot ground an answer)."""
 
 
 def fit_prompt(question: str, passages: list[str], *, prompt: str, count: Callable[[str], int],
@@ -57,12 +64,15 @@ def fit_prompt(question: str, passages: list[str], *, prompt: str, count: Callab
     """Build the generation prompt so that it plus ``max_new_tokens`` fits ``window`` tokens.
 
     ``builder(question, passages)`` renders the prompt; ``None`` = :func:`build_prompt` with
-    instruction ``prompt`` (other generators, e.g. CIR's, pass their own).
+    instruction ``prompt`` (other generators, e.g. CIR's, pass their own). ``passages`` are in
+    importance order (the last is the lowest-ranked).
 
     1. Each passage is cut to ``max_passage_tokens`` (``[generator] max_passage_tokens``).
-    2. If the prompt still overflows, the question is cut to at most
-       :data:`QUESTION_SHARE` of the space left after the instruction, and the passages
-       share the rest equally (a short passage's unused share goes to the others).
+    2. If the prompt still overflows, the question is kept whole and passages go from the end:
+       the longest prefix of passages that fits with the whole question is kept, the next passage
+       is shortened to the room left (kept when at least :data:`MIN_PASSAGE_TOKENS` remain) and
+       the rest are dropped. Kept passages keep their numbers (``FittedPrompt.n_passages``).
+    3. Only when no passage fits at all is the question cut (to the window).
 
     Raises:
         ValueError: the window cannot hold the instruction and ``max_new_tokens``.
@@ -84,27 +94,47 @@ def fit_prompt(question: str, passages: list[str], *, prompt: str, count: Callab
     passages = [cut(f"passage {i}", p, max_passage_tokens) for i, p in enumerate(passages, 1)]
     budget = window - max_new_tokens - CHAT_TEMPLATE_MARGIN
     text = builder(question, passages)
-    if count(text) <= budget:
-        return FittedPrompt(text, cuts)
-    fixed = count(builder("", ["" for _ in passages]))
-    room = budget - fixed
-    if room <= 0:
+    total = count(text)
+    if total <= budget:
+        return FittedPrompt(text, cuts, len(passages))
+    if count(builder("", [])) >= budget:
         raise ValueError(f"the LLM window ({window} tokens) cannot hold the instruction and "
                          f"{max_new_tokens} new tokens; raise llm.n_ctx or lower generator.max_new_tokens")
-    question = cut("question", question, max(1, int(room * QUESTION_SHARE)))
-    room -= count(question)
-    sizes = sorted(range(len(passages)), key=lambda i: count(passages[i]))
-    fitted = list(passages)
-    for rank, i in enumerate(sizes):
-        share = max(0, room // (len(passages) - rank))
-        fitted[i] = cut(f"passage {i + 1}", passages[i], share) if share else ""
-        room -= count(fitted[i])
-    text = builder(question, fitted)
-    # Joining pieces can merge tokens differently; trim the question until the whole fits.
-    while count(text) > budget and question:
-        question = truncate_tokens(question, max(0, count(question) - 16), count)
-        text = builder(question, fitted)
-    return FittedPrompt(text, cuts)
+
+    def fits(n: int) -> bool:
+        return count(builder(question, passages[:n])) <= budget
+
+    # the longest prefix of whole passages that fits beside the whole question (binary search:
+    # the prompt grows with every passage added)
+    lo, hi = -1, len(passages)  # fits(lo) holds (lo = -1: nothing fits, not even the question), fits(hi) not
+    if fits(0):
+        lo = 0
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+    kept = list(passages[:max(lo, 0)])
+    if lo >= 0:
+        # shorten the next passage to the room left, if enough of it fits
+        nxt = passages[lo]
+        part = truncate_tokens(nxt, budget, lambda p: count(builder(question, kept + [p])))
+        if part.strip() and count(part) >= MIN_PASSAGE_TOKENS:
+            cuts.append(f"passage {lo + 1}: {count(nxt)} -> {count(part)} tokens")
+            kept.append(part)
+    n = len(kept)
+    if n < len(passages):
+        gone = {f"passage {i}: " for i in range(n + 1, len(passages) + 1)}
+        cuts = [c for c in cuts if not any(c.startswith(g) for g in gone)]  # a dropped passage's cap
+        which = f"passage {n + 1}" if n + 1 == len(passages) else f"passages {n + 1}-{len(passages)}"
+        cuts.append(f"{which} dropped: the prompt was {total - budget} tokens over the window")
+    if not kept:  # no passage fits beside the question: only now is the question cut
+        q_tokens = count(question)
+        question = truncate_tokens(question, budget, lambda q: count(builder(q, [])))
+        if count(question) < q_tokens:
+            cuts.append(f"question: {q_tokens} -> {count(question)} tokens")
+    return FittedPrompt(builder(question, kept), cuts, n)
 
 # PreQRAG Appendix B.3, verbatim.
 INSTRUCTIONS = {
@@ -145,8 +175,13 @@ class Generated(NamedTuple):
     citations: list[tuple[str, list[int]]] | None = None
     removed_citations: int = 0
     fallbacks: tuple[str, ...] = ()
-    details: dict | None = None
-    """A generator's own record of how it built the answer (GINGER: nuggets, clusters, fluency)."""
+    details: GenerationDetails | None = None
+    """A generator's own record of how it built the answer (GINGER: nuggets, clusters, cluster
+    ranking, summaries, fluency pass); the pipeline puts it in ``Trace.generation``."""
+    n_passages: int | None = None
+    """How many context passages the prompt held (:attr:`FittedPrompt.n_passages`: the first
+    ``n_passages``; the others were dropped to fit the window). The pipeline keeps only those
+    in ``Trace.context_ids`` and the answer's ``passages``; ``None``: all of them."""
 
 
 class LLMGenerator:
@@ -172,8 +207,17 @@ class LLMGenerator:
                              max_new_tokens=self.cfg.max_new_tokens,
                              max_passage_tokens=self.cfg.max_passage_tokens)
                   for q, c in zip(questions, contexts)]
+        from .answering import answer_options, repair_answer
+
         replies = llm.chat_many([[{"role": "user", "content": f.text}] for f in fitted],
-                                max_tokens=self.cfg.max_new_tokens, temperature=0.0)
-        return [Generated(f.text, r if isinstance(r, LLMError) else truncate_words(r, self.cfg.max_words),
-                          [f"generate: {t}" for t in f.truncations])
-                for f, r in zip(fitted, replies)]
+                                max_tokens=self.cfg.max_new_tokens, **answer_options(self.cfg))
+        out = []
+        for q, c, f, r in zip(questions, contexts, fitted, replies):
+            fallbacks: tuple[str, ...] = ()
+            if not isinstance(r, LLMError):  # a looping answer is repaired, and that recorded
+                r, why = repair_answer(q, truncate_words(r, self.cfg.max_words), c[:f.n_passages],
+                                       self.cfg.max_words)
+                fallbacks = (why,) if why else ()
+            out.append(Generated(f.text, r, [f"generate: {t}" for t in f.truncations], n_passages=f.n_passages,
+                                 fallbacks=fallbacks))
+        return out

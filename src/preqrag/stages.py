@@ -10,7 +10,7 @@ All batch methods take and return lists of equal length, in input order.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from typing import Protocol, Union, runtime_checkable
 
 import numpy as np
 
@@ -21,10 +21,18 @@ class LLMError(RuntimeError):
     """An LLM call failed (connection, timeout, server error) after its retries."""
 
 
+class UnsupportedFeature(RuntimeError):
+    """A backend cannot do what the configuration asks (e.g. an OpenAI-compatible server that
+    refuses ``response_format`` JSON schemas). Not a per-question failure: the run stops with
+    this one message instead of recording the same fallback for every question."""
+
+
 PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
-    TypeError, AttributeError, NameError, AssertionError, NotImplementedError, ImportError, SyntaxError)
-"""Exceptions that signal a bug, not bad data or a failed model call: the pipeline lets
-them surface at once instead of retrying question by question and recording failures."""
+    TypeError, AttributeError, NameError, AssertionError, NotImplementedError, ImportError, SyntaxError,
+    UnsupportedFeature)
+"""Exceptions that signal a bug or a configuration that cannot work, not bad data or a failed
+model call: the pipeline lets them surface at once instead of retrying question by question
+and recording failures."""
 
 
 class StageError(RuntimeError):
@@ -36,18 +44,43 @@ class StageError(RuntimeError):
         super().__init__(f"{type(cause).__name__}: {cause}")
 
 
+OutputSchema = Union[dict, list[str], tuple[str, ...]]
+"""The declared shape of an LLM reply (:mod:`preqrag.llm.structured`):
+
+* a JSON Schema (``dict``): the reply is JSON text that satisfies it (``json.loads`` it);
+* a choice (``list``/``tuple`` of strings): the reply is exactly one of the strings.
+
+The llama.cpp backend compiles it into a grammar that constrains decoding, so every reply
+parses; the OpenAI-compatible backend sends it as ``response_format`` ``json_schema``."""
+
+
 @runtime_checkable
 class LLM(Protocol):
-    """A chat LLM. ``messages`` are OpenAI-style ``[{"role", "content"}]``."""
+    """A chat LLM. ``messages`` are OpenAI-style ``[{"role", "content"}]``.
+
+    Every method takes the same keyword arguments:
+
+    * ``max_tokens``: the reply budget in tokens;
+    * ``temperature`` (default 0.0: greedy decoding, PreQRAG App. B.2);
+    * ``schema``: an :data:`OutputSchema` the reply must follow (None: free text);
+    * ``seed``: the sampling seed (None: the backend's fixed default 0, so a call repeats;
+      give different seeds for independent samples, e.g. DoTA-RAG's routing votes);
+    * ``top_p``, ``top_k``, ``repeat_penalty``: sampling settings for this call (None: the
+      ``[llm]`` table's values; PreQRAG App. B.2 Table B.2, DoTA-RAG §2.1/§2.2).
+    """
 
     name: str
 
-    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0) -> str:
+    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0,
+             schema: OutputSchema | None = None, seed: int | None = None, top_p: float | None = None,
+             top_k: int | None = None, repeat_penalty: float | None = None) -> str:
         """Return the assistant reply text. Raises LLMError on failure."""
         ...
 
     def chat_many(
-        self, requests: list[list[dict]], *, max_tokens: int, temperature: float = 0.0
+        self, requests: list[list[dict]], *, max_tokens: int, temperature: float = 0.0,
+        schema: OutputSchema | None = None, seed: int | None = None, top_p: float | None = None,
+        top_k: int | None = None, repeat_penalty: float | None = None,
     ) -> list[str | LLMError]:
         """Answer many conversations (concurrently where the backend allows).
 
@@ -57,14 +90,15 @@ class LLM(Protocol):
 
 
 def chat_each(llm: LLM, requests: list[list[dict]], *, max_tokens: int,
-              temperature: float = 0.0) -> list[str | LLMError]:
+              temperature: float = 0.0, **options) -> list[str | LLMError]:
     """``chat_many`` for backends that serve one request at a time: calls ``llm.chat`` on
-    each conversation in order; a request whose ``chat`` raises LLMError yields that error
-    in place (other exceptions propagate). Returns ``len(requests)`` items."""
+    each conversation in order with the same options (``schema``, ``seed``, ...); a request
+    whose ``chat`` raises LLMError yields that error in place (other exceptions propagate).
+    Returns ``len(requests)`` items."""
     results: list[str | LLMError] = []
     for messages in requests:
         try:
-            results.append(llm.chat(messages, max_tokens=max_tokens, temperature=temperature))
+            results.append(llm.chat(messages, max_tokens=max_tokens, temperature=temperature, **options))
         except LLMError as e:
             results.append(e)
     return results

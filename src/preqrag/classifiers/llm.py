@@ -3,7 +3,8 @@
 PreQRAG first asked Falcon3-10B-Instruct whether a question needs one or several
 documents (0.822 single / 0.730 multi accuracy on the authors' data). The paper does not
 publish that prompt; :data:`SYSTEM_PROMPT`, :data:`USER_TEMPLATE` and :data:`FEW_SHOT` are
-ours. The reply is parsed strictly (:func:`parse_reply`): only a reply that is the word
+ours. The call declares the choice :data:`CHOICES` as its output schema (constrained
+decoding), and the reply is still parsed strictly (:func:`parse_reply`): only a reply that is the word
 ``single`` or
 ``multi`` (optionally ``single-document``/``multi-document``, any case, surrounding
 punctuation or quotes allowed) is accepted. Anything else, or a failed LLM call, falls
@@ -35,6 +36,9 @@ FEW_SHOT: tuple[tuple[str, str], ...] = (
 """Example turns (written for this prompt, not taken from any evaluation set). Without them
 SmolLM2-135M-Instruct answered with sentences ("This question does not require one
 document.") that no strict parser can accept; with them its replies are one word."""
+CHOICES: tuple[str, ...] = ("single", "multi")
+"""The reply schema: a choice between the two words (a llama.cpp grammar / ``response_format``
+enum), so every reply of a backend that enforces it parses."""
 MAX_TOKENS = 8
 """Room for ``multi-document`` plus punctuation; a longer reply is unparsable anyway."""
 
@@ -93,7 +97,7 @@ class LLMClassifier:
         if not questions:
             return []
         replies = self.llm.chat_many([messages_for(q) for q in questions], max_tokens=self.max_tokens,
-                                     temperature=0.0)
+                                     temperature=0.0, schema=list(CHOICES))
         out: list[Classification] = []
         for q, reply in zip(questions, replies):
             if isinstance(reply, LLMError):

@@ -3,20 +3,24 @@
 * Aggregation: "Concatenate the text of the top-10 passages, separated by blank lines. If the
   concatenation exceeds 8k tokens, truncate passages proportionally." Here the budget is
   ``dota.context_tokens`` (8000) capped by what the LLM's window leaves for passages (window
-  − ``generator.max_new_tokens`` − chat-template margin − the prompt without passages), and
-  "proportionally" means every passage is cut by the same factor (a passage keeps
-  ``floor(its tokens × budget / total tokens)``), so long passages give up the most.
+  − ``generator.max_new_tokens`` − chat-template margin − the prompt without passages, the
+  whole question included), and "proportionally" means every passage is cut by the same factor
+  (a passage keeps ``floor(its tokens × budget / total tokens)``), so long passages give up the
+  most. The question is never cut while passages can still give up tokens: only a question
+  that alone leaves no room for any passage is cut (to the window).
 * Generation: the Fig. 5 prompt, one user message (that text is the LiveRAG
   ``final_prompt``); the answer is cut to ``generator.max_words`` (300) words, LiveRAG's cap
-  (§4.2, Table 3 "300-word cap"). Decoding is greedy (``temperature = 0``); the authors' code
-  samples at 0.8, which helps nothing a cap-length answer needs and defeats the LLM cache.
+  (§4.2, Table 3 "300-word cap"). Decoding is greedy by default (``[generator] temperature =
+  0``); the authors' code samples at 0.8 (set ``[generator] temperature = 0.8`` to reproduce
+  it; sampled calls are not cached). A degenerate (looping) answer is repaired and recorded
+  (:func:`preqrag.answering.repair_answer`).
 """
 
 from __future__ import annotations
 
+from ..answering import answer_options, repair_answer
 from ..config import DotaConfig, GeneratorConfig
-from ..generation import CHAT_TEMPLATE_MARGIN, QUESTION_SHARE, Generated, approx_tokens, truncate_tokens, \
-    truncate_words
+from ..generation import CHAT_TEMPLATE_MARGIN, Generated, approx_tokens, truncate_tokens, truncate_words
 from ..stages import LLM, LLMError
 
 PROMPT = """You are a helpful assistant.
@@ -54,11 +58,10 @@ def aggregate(question: str, passages: list[str], *, count, budget: int, room: i
         raise ValueError(f"the LLM window leaves {room} tokens for a prompt whose fixed part needs {fixed}; "
                          "raise llm.n_ctx or lower generator.max_new_tokens")
     q_tokens = count(question)
-    q_limit = max(1, int((room - fixed) * QUESTION_SHARE))
-    if q_tokens > q_limit and q_tokens + fixed + sum(count(p) for p in passages) > room:
-        question = truncate_tokens(question, q_limit, count)
+    if q_tokens > room - fixed:  # no room for any passage beside the whole question: only then is it cut
+        question = truncate_tokens(question, room - fixed, count)
         cuts.append(f"question: {q_tokens} -> {count(question)} tokens")
-    available = min(budget, room - fixed - count(question))
+    available = max(0, min(budget, room - fixed - count(question)))
     sizes = [count(p) for p in passages]
     total = sum(sizes)
     fitted = list(passages)
@@ -70,6 +73,12 @@ def aggregate(question: str, passages: list[str], *, count, budget: int, room: i
         if count(text) <= room:
             break
         factor *= 0.95
+    # joins can merge tokens: with no passage text left, trim the question until the whole fits
+    while count(text) > room and question and not any(f.strip() for f in fitted):
+        question = truncate_tokens(question, max(0, count(question) - 16), count)
+        text = build_dota_prompt(question, fitted)
+        cuts = [c for c in cuts if not c.startswith("question: ")]
+        cuts.append(f"question: {q_tokens} -> {count(question)} tokens")
     if factor < 1.0:
         cuts += [f"passage {i}: {n} -> {count(f)} tokens" for i, (f, n) in enumerate(zip(fitted, sizes), 1)
                  if f != passages[i - 1]]
@@ -101,7 +110,12 @@ class DotaGenerator:
         fitted = [aggregate(q, c, count=count, budget=self.dota.context_tokens, room=room)
                   for q, c in zip(questions, contexts)]
         replies = llm.chat_many([[{"role": "user", "content": text}] for text, _ in fitted],
-                                max_tokens=self.cfg.max_new_tokens, temperature=0.0)
-        return [Generated(text, r if isinstance(r, LLMError) else truncate_words(r, self.cfg.max_words),
-                          [f"generate: {t}" for t in cuts])
-                for (text, cuts), r in zip(fitted, replies)]
+                                max_tokens=self.cfg.max_new_tokens, **answer_options(self.cfg))
+        out = []
+        for q, c, (text, cuts), r in zip(questions, contexts, fitted, replies):
+            fallbacks: tuple[str, ...] = ()
+            if not isinstance(r, LLMError):  # a looping answer is repaired, and that recorded
+                r, why = repair_answer(q, truncate_words(r, self.cfg.max_words), c, self.cfg.max_words)
+                fallbacks = (why,) if why else ()
+            out.append(Generated(text, r, [f"generate: {t}" for t in cuts], fallbacks=fallbacks))
+        return out

@@ -19,23 +19,28 @@ The plan is one :class:`~preqrag.records.SubQuery` whose ``sparse``/``dense`` te
 rewrite and whose ``filters`` are ``{"topic": [top-2 namespaces]}``; the dense retriever
 searches only those namespaces' passages.
 
-LLM output is untrusted (as in :mod:`preqrag.rewriting`): a rewrite that is empty, has no
+Both calls declare a reply schema (:func:`rewrite_schema`, :func:`route_schema`: the
+namespaces an enum of the 24 names), so with a backend that enforces it every reply parses;
+the prompts get a JSON format line appended (:data:`REWRITE_FORMAT`, :data:`ROUTE_FORMAT`; a
+deviation from Fig. 3/4, which ask for free text and ``\\boxed{}``). :func:`parse_boxed`
+still reads the paper's ``\\boxed{}`` votes. LLM output is untrusted (as in
+:mod:`preqrag.rewriting`): a rewrite that is empty, has no
 letters, is too long or shares no (typo-tolerant) content word with the question is
-rejected and the question used; a vote without exactly parsable ``\\boxed{...}`` naming
-known namespaces is discarded; with no valid vote the question is searched in every
+rejected and the question used; a vote that does not parse or names an unknown namespace
+is discarded; with no valid vote the question is searched in every
 namespace (no filter). Each is recorded in ``QueryPlan.fallbacks``; nothing raises.
 """
 
 from __future__ import annotations
 
 import difflib
-import inspect
 import re
 from collections import Counter
 
 from ..config import DotaConfig
 from ..records import QueryPlan, QuestionType, SubQuery
 from ..rewriting import _clean_line, _content_words
+from ..llm.structured import parse_json, string_field
 from ..stages import LLM, LLMError
 from .topics import FACET, TOPIC_NAMES
 
@@ -53,6 +58,60 @@ Step3: Return final result in \\boxed{{}}."""
 """DoTA-RAG Fig. 4 (Routing Namespace Classify), verbatim: the PDF's ``//boxed{}`` is
 ``\\boxed{}`` as in the authors' code, whose ``choices_str`` is the namespace names joined by
 ``", "``."""
+
+ROUTE_FORMAT = ('\nReply with JSON: {{"about": "<what the question is about>", '
+                '"namespaces": [<1 to {k} of the available namespaces>]}}')
+"""Not in the paper: appended to Fig. 4's prompt. The reply is constrained by
+:func:`route_schema` (the namespaces an ``enum`` of the 24 names), so every vote parses;
+``about`` keeps Step 1 ("identify what the question is about") before the choice, as the
+``\\boxed{}`` answer followed the model's reasoning in the paper."""
+ROUTE_MAX_NAMESPACES = 3
+"""Namespaces one vote may name (the schema's ``maxItems``); the tally keeps the top 2."""
+ROUTE_ABOUT_CHARS = 120
+"""Longest ``about`` text of a vote, in characters."""
+
+REWRITE_FORMAT = '\nReply with JSON: {"rewritten": "<the corrected text>"}'
+"""Not in the paper: appended to Fig. 3's system prompt; the reply is constrained by
+:func:`rewrite_schema`."""
+REWRITE_KEY = "rewritten"
+
+
+def route_schema(namespaces: list[str], k: int = ROUTE_MAX_NAMESPACES) -> dict:
+    """A routing vote's reply schema: ``{"about": str (<= 120 chars), "namespaces": [1..k of
+    namespaces]}``."""
+    return {"type": "object",
+            "properties": {"about": {"type": "string", "minLength": 1, "maxLength": ROUTE_ABOUT_CHARS},
+                           "namespaces": {"type": "array", "items": {"type": "string", "enum": list(namespaces)},
+                                          "minItems": 1, "maxItems": min(k, len(namespaces))}},
+            "required": ["about", "namespaces"], "additionalProperties": False}
+
+
+def rewrite_schema(max_chars: int = 300) -> dict:
+    """The typo-fixing rewrite's reply schema: ``{"rewritten": str}`` of 3..``max_chars`` characters."""
+    return string_field(REWRITE_KEY, min_length=3, max_length=max_chars)
+
+
+def parse_route_reply(reply: str, namespaces: list[str]) -> tuple[list[str] | None, str | None]:
+    """Parse a structured routing vote (:func:`route_schema`): the known namespaces it names,
+    deduplicated, in order; ``(None, reason)`` when the reply is no such JSON (``empty``,
+    ``unparsable JSON: ...``, ``no namespaces``) or names an unknown one (``unknown namespace:
+    X``: a backend that ignored the schema)."""
+    value, err = parse_json(reply)
+    if err:
+        return None, err
+    items = value.get("namespaces") if isinstance(value, dict) else None
+    if not isinstance(items, list) or not items:
+        return None, "no namespaces"
+    by_key = {_norm(n): n for n in namespaces}
+    out: list[str] = []
+    for x in items:
+        name = by_key.get(_norm(x)) if isinstance(x, str) else None
+        if name is None:
+            return None, f"unknown namespace: {str(x)[:60]}"
+        if name not in out:
+            out.append(name)
+    return out, None
+
 
 ROUTE_SYSTEM = ("You are a helpful assistant that classifies questions into relevant topic namespaces. "
                 "Only select from the list provided.")
@@ -148,16 +207,6 @@ def parse_typo_rewrite(reply: str, question: str, max_length_ratio: float) -> tu
     return rewrite, None
 
 
-def _chat_many(llm: LLM, requests: list[list[dict]], *, max_tokens: int, temperature: float,
-               seed: int | None) -> list[str | LLMError]:
-    """``llm.chat_many``, passing ``seed`` where the backend takes one (in-process llama.cpp:
-    without it every vote would be the same sample); other backends (OpenAI-compatible
-    servers) draw a fresh sample per request anyway."""
-    if seed is not None and "seed" in inspect.signature(llm.chat_many).parameters:
-        return llm.chat_many(requests, max_tokens=max_tokens, temperature=temperature, seed=seed)
-    return llm.chat_many(requests, max_tokens=max_tokens, temperature=temperature)
-
-
 class NamespaceRouter:
     """Self-consistency namespace routing (DoTA-RAG §2.2, Fig. 4).
 
@@ -178,7 +227,8 @@ class NamespaceRouter:
         """The routing conversation for ``question`` (system message + Fig. 4)."""
         return [{"role": "system", "content": ROUTE_SYSTEM},
                 {"role": "user", "content": ROUTE_PROMPT.format(question=question,
-                                                                choices_str=", ".join(self.namespaces))}]
+                                                                choices_str=", ".join(self.namespaces))
+                 + ROUTE_FORMAT.format(k=min(ROUTE_MAX_NAMESPACES, len(self.namespaces)))}]
 
     def route(self, questions: list[str]) -> list[tuple[list[str], list[str], dict[str, str]]]:
         """Route a batch: per question ``(namespaces, fallbacks, raw replies by "route V")``.
@@ -188,8 +238,10 @@ class NamespaceRouter:
         vote adds ``route vote V: <reason>``. One ``chat_many`` call per vote, over the batch.
         """
         requests = [self.messages(q) for q in questions]
-        per_vote = [_chat_many(self.llm, requests, max_tokens=self.cfg.route_max_new_tokens,
-                               temperature=self.cfg.route_temperature, seed=self.cfg.route_seed + v)
+        schema = route_schema(self.namespaces)
+        per_vote = [self.llm.chat_many(requests, max_tokens=self.cfg.route_max_new_tokens,
+                                       temperature=self.cfg.route_temperature, seed=self.cfg.route_seed + v,
+                                       schema=schema)
                     if requests else [] for v in range(self.cfg.route_votes)]
         out = []
         for i in range(len(questions)):
@@ -202,7 +254,7 @@ class NamespaceRouter:
                     fallbacks.append(f"route vote {v + 1}: llm error: {reply}")
                     continue
                 raw[f"route {v + 1}"] = reply
-                names, reason = parse_boxed(reply, self.namespaces)
+                names, reason = parse_route_reply(reply, self.namespaces)
                 if names is None:
                     fallbacks.append(f"route vote {v + 1}: {reason}")
                 else:
@@ -240,9 +292,10 @@ class DotaRewriter:
     def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]:
         """One QueryPlan per question. Never raises for LLM trouble (fallbacks instead)."""
         replies = self.llm.chat_many(
-            [[{"role": "system", "content": REWRITE_PROMPT}, {"role": "user", "content": q}] for q in questions],
-            max_tokens=self.cfg.rewrite_max_new_tokens, temperature=self.cfg.rewrite_temperature) \
-            if questions else []
+            [[{"role": "system", "content": REWRITE_PROMPT + REWRITE_FORMAT}, {"role": "user", "content": q}]
+             for q in questions],
+            max_tokens=self.cfg.rewrite_max_new_tokens, temperature=self.cfg.rewrite_temperature,
+            top_p=self.cfg.rewrite_top_p, schema=rewrite_schema()) if questions else []
         rewrites: list[str] = []
         fallbacks: list[list[str]] = []
         raws: list[dict[str, str]] = []
@@ -254,7 +307,12 @@ class DotaRewriter:
                 text = None
             else:
                 raw["rewrite"] = reply
-                text, reason = parse_typo_rewrite(reply, q, self.max_length_ratio)
+                value, err = parse_json(reply)
+                text = value.get(REWRITE_KEY) if isinstance(value, dict) else None
+                if err or not isinstance(text, str):
+                    text, reason = None, err or f"unparsable: no {REWRITE_KEY!r} field"
+                else:
+                    text, reason = parse_typo_rewrite(text, q, self.max_length_ratio)
                 if text is None:
                     fb.append(f"rewrite: {reason}")
             rewrites.append(text or q)

@@ -3,8 +3,11 @@ Balog, "GINGER: Grounded Information Nugget-Based Generation of Responses", SIGI
 
 For each question, over its top-m context passages (m = ``generator.context_top_k``):
 
-1. **nugget detection** (§3.2, App. B.2): the LLM annotates each passage; only excerpts found
-   verbatim in the passage are kept (:func:`~preqrag.ginger.nuggets.parse_nuggets`); a question
+1. **nugget detection** (§3.2, App. B.2): the LLM picks each passage's relevant excerpts,
+   constrained to the passage's own sentences by a JSON schema
+   (:func:`~preqrag.ginger.nuggets.nugget_schema`; the paper copies the passage with tags,
+   a deviation stated there); only excerpts found verbatim in the passage are kept
+   (:func:`~preqrag.ginger.nuggets.parse_nugget_reply`); a question
    with no nugget at all falls back to each passage's sentence closest to the question;
 2. **clustering** (§3.2) of the nuggets' embeddings (:mod:`~preqrag.ginger.clustering`);
 3. **cluster ranking** (§3.2): DuoT5-style pairwise preferences on the clusters' text with
@@ -37,10 +40,13 @@ import numpy as np
 
 from ..config import GeneratorConfig, GingerConfig
 from ..generation import CHAT_TEMPLATE_MARGIN, Generated
+from ..records import ClusterRecord, FluencyRecord, GenerationDetails, NuggetRecord, SummaryRecord
 from ..stages import LLM, LLMError
 from ._text import cap_tokens, content_words, llm_window, split_sentences, token_counter
 from .clustering import cluster_nuggets, embed_texts
-from .nuggets import NUGGET_SYSTEM, NUGGET_USER, Nugget, fallback_nugget, parse_nuggets
+from ..llm.structured import chat_grouped
+from .nuggets import (NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, Nugget, fallback_nugget, nugget_schema,
+                      parse_nugget_reply)
 from .pairwise import PairScorer, pairwise_order
 
 # Appendix B.3, verbatim.
@@ -68,9 +74,11 @@ _PREFIX = re.compile(r"^\s*(?:summary|response|rephrased response|answer)\s*:\s*
 GingerGenerated = Generated
 """GINGER's answers are :class:`preqrag.generation.Generated`: ``fallbacks`` holds every LLM
 output rejected or failed and what was used instead (prefixed ``generate:``; the pipeline
-appends them to ``Trace.fallbacks``) and ``details`` holds ``nuggets`` ([{passage (1-based),
-text, cluster}]), ``clusters`` (the ranked clusters [{passages, text}]) and ``fluency``
-(whether the rephrasing was kept)."""
+appends them to ``Trace.fallbacks``) and ``details`` a :class:`~preqrag.records.GenerationDetails`
+(the pipeline puts it in ``Trace.generation``): ``nuggets`` ([{text, passage (1-based), start,
+end}]), ``clusters`` in ranked order ([{nuggets (indices), passages, text, score}]),
+``cluster_ranking``, ``summaries`` ([{cluster, text, fallback}]) and ``fluency`` ({before,
+after, used, fallback}; None when no fluency pass ran)."""
 
 
 def _messages(system: str, user: str) -> list[dict]:
@@ -106,6 +114,7 @@ class _Cluster(NamedTuple):
     nuggets: list[Nugget]
     text: str
     passages: list[int]  # 0-based, sorted
+    score: float | None = None  # the ranking's score (pairwise: sym-sum)
 
 
 class GingerGenerator:
@@ -164,22 +173,21 @@ class GingerGenerator:
                 ptext, pcut = cap_tokens(p, max(16, room), count)
                 if pcut:
                     cuts[qi].append(f"generate: nuggets: passage {pi + 1}: {count(p)} -> {count(ptext)} tokens")
-                max_new = min(self.cfg.nugget_max_new_tokens, int(count(ptext) * 1.2) + 48)
-                requests.append((_messages(NUGGET_SYSTEM, NUGGET_USER.format(query=qtext, passage=ptext)), max_new))
-                slots.append((qi, pi))
+                fit = nugget_schema(ptext, count, self.cfg.nugget_max_new_tokens)
+                if fit is None:
+                    cuts[qi].append(f"generate: nuggets: passage {pi + 1}: no sentence fits the reply budget")
+                    continue
+                schema, max_new = fit
+                requests.append((_messages(NUGGET_SYSTEM, NUGGET_USER.format(query=qtext, passage=ptext)
+                                           + NUGGET_FORMAT), max_new, schema))
+                slots.append((qi, pi, ptext))
         return requests, slots, cuts
 
-    def _chat(self, requests: list[tuple[list[dict], int]]) -> list[str | LLMError]:
-        """``chat_many`` grouped by reply budget (one call per distinct ``max_tokens``)."""
-        out: list[str | LLMError | None] = [None] * len(requests)
-        by_budget: dict[int, list[int]] = {}
-        for i, (_, m) in enumerate(requests):
-            by_budget.setdefault(m, []).append(i)
-        for m, idx in by_budget.items():
-            replies = self.llm.chat_many([requests[i][0] for i in idx], max_tokens=m, temperature=0.0)
-            for i, r in zip(idx, replies):
-                out[i] = r
-        return out  # type: ignore[return-value]
+    def _chat(self, requests: list[tuple]) -> list[str | LLMError]:
+        """``chat_many`` grouped by reply budget and schema (one call per distinct pair);
+        a request is ``(messages, max_tokens)`` or ``(messages, max_tokens, schema)``."""
+        return chat_grouped(self.llm, [r[0] for r in requests], [r[2] if len(r) > 2 else None for r in requests],
+                            [r[1] for r in requests], temperature=0.0)
 
     def _clusters(self, question: str, nuggets: list[Nugget], embeddings: np.ndarray,
                   fallbacks: list[str]) -> list[_Cluster]:
@@ -199,8 +207,8 @@ class GingerGenerator:
                     texts.append(n.text)
             clusters.append(_Cluster(members, NUGGET_JOIN.join(texts), sorted({n.passage for n in members})))
         if self.cfg.cluster_ranking == "pairwise" and len(clusters) > 1:
-            order, _ = pairwise_order(question, [c.text for c in clusters], self._scorer())
-            return [clusters[i] for i in order]
+            order, scores = pairwise_order(question, [c.text for c in clusters], self._scorer())
+            return [clusters[i]._replace(score=sc) for i, sc in zip(order, scores)]
         return sorted(clusters, key=lambda c: (c.passages[0], -len(c.nuggets)))
 
     # ---------------------------------------------------------------- generate
@@ -216,11 +224,11 @@ class GingerGenerator:
         requests, slots, truncations = self._nugget_requests(questions, contexts, count, window)
         replies = self._chat(requests)
         nuggets: list[list[Nugget]] = [[] for _ in questions]
-        for (qi, pi), reply in zip(slots, replies):
+        for (qi, pi, _), reply in zip(slots, replies):
             if isinstance(reply, LLMError):
                 fallbacks[qi].append(f"nuggets: passage {pi + 1}: llm error: {reply}")
                 continue
-            found, rejected = parse_nuggets(reply, contexts[qi][pi], pi)
+            found, rejected = parse_nugget_reply(reply, contexts[qi][pi], pi)
             if rejected:
                 fallbacks[qi].append(f"nuggets: passage {pi + 1}: dropped {len(rejected)} "
                                      f"({', '.join(sorted(set(rejected)))})")
@@ -255,6 +263,7 @@ class GingerGenerator:
         summaries = self._chat(sreq)
         drafts: list[list[tuple[str, list[int]]]] = [[] for _ in questions]
         summary_prompts: list[list[str]] = [[] for _ in questions]
+        summary_records: list[list[SummaryRecord]] = [[] for _ in questions]
         for (qi, ci), (msgs, _), reply in zip(sslot, sreq, summaries):
             c = clusters[qi][ci]
             summary_prompts[qi].append(_prompt_text(msgs))
@@ -262,6 +271,7 @@ class GingerGenerator:
             if why:
                 fallbacks[qi].append(f"summary {ci + 1}: {why}; the cluster's first nugget used")
             drafts[qi].append((sentence, [p + 1 for p in c.passages]))
+            summary_records[qi].append(SummaryRecord(cluster=ci, text=sentence, fallback=why))
         drafts = [cap_words(d, self.gen_cfg.max_words) for d in drafts]
 
         # 5. fluency pass
@@ -279,21 +289,27 @@ class GingerGenerator:
         for qi, q in enumerate(questions):
             final = drafts[qi]
             prompt = "\n\n---\n\n".join(summary_prompts[qi])
-            used_fluency = False
+            fluency = None
             if qi in fluent:
                 (msgs, _), reply = fluent[qi]
                 aligned, why = self._align(reply, drafts[qi])
+                fluency = FluencyRecord(before=" ".join(s for s, _ in drafts[qi]), used=aligned is not None,
+                                        after=None if isinstance(reply, LLMError) else _clean_reply(reply),
+                                        fallback=why)
                 if aligned is None:
                     fallbacks[qi].append(f"fluency: {why}; the summaries used as they are")
                 else:
-                    final, prompt, used_fluency = cap_words(aligned, self.gen_cfg.max_words), _prompt_text(msgs), True
-            details = {
-                "nuggets": [{"passage": n.passage + 1, "text": n.text,
-                             "cluster": next(ci for ci, c in enumerate(clusters[qi]) if n in c.nuggets)}
-                            for n in nuggets[qi]],
-                "clusters": [{"passages": [p + 1 for p in c.passages], "text": c.text} for c in clusters[qi]],
-                "fluency": used_fluency,
-            }
+                    final, prompt = cap_words(aligned, self.gen_cfg.max_words), _prompt_text(msgs)
+            position = {id(n): i for i, n in enumerate(nuggets[qi])}
+            details = GenerationDetails(
+                generator=self.name,
+                nuggets=[NuggetRecord(text=n.text, passage=n.passage + 1, start=n.start, end=n.end)
+                         for n in nuggets[qi]],
+                clusters=[ClusterRecord(nuggets=[position[id(n)] for n in c.nuggets],
+                                        passages=[p + 1 for p in c.passages], text=c.text, score=c.score)
+                          for c in clusters[qi]],
+                cluster_ranking=cfg.cluster_ranking if len(clusters[qi]) > 1 else None,
+                summaries=summary_records[qi], fluency=fluency)
             out.append(GingerGenerated(prompt, " ".join(s for s, _ in final), truncations[qi],
                                        [(s, list(src)) for s, src in final], 0,
                                        tuple(f"generate: {f}" for f in fallbacks[qi]), details))

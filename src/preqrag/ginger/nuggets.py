@@ -1,7 +1,11 @@
 """Information-nugget detection (UiS-IAI@LiveRAG §3.2, prompt of Appendix B.2).
 
-The LLM is asked to copy a passage and wrap the excerpts that answer the question in
-``<START>`` … ``</END>`` tags "without changing any part of the original text". The reply is
+The paper's LLM copies a passage and wraps the excerpts that answer the question in
+``<START>`` … ``</END>`` tags "without changing any part of the original text"
+(:func:`parse_nuggets` reads such replies). Here the call declares a schema instead
+(:func:`nugget_schema`, :data:`NUGGET_FORMAT`): the reply lists up to three of the passage's
+own sentences as JSON, so it always parses and every nugget is verbatim
+(:func:`parse_nugget_reply`). The reply is
 untrusted, so :func:`parse_nuggets` keeps only tagged excerpts found **verbatim** in the
 passage, and a nugget's text is always the passage's own span (``passage[start:end]``): the
 generator never works on text the LLM altered. When no passage of a question yields a nugget,
@@ -26,6 +30,16 @@ NUGGET_SYSTEM = ("You are given a query and a relevant passage. Your task is to 
                  "avoiding modifications to words, punctuation, or formatting, as well as not adding any extra "
                  "characters, symbols, or spaces.")
 NUGGET_USER = "Question: {query} Passage: {passage}"
+NUGGET_FORMAT = ('\nReply with JSON: {{"nuggets": [<the relevant excerpts, each copied from the passage>]}}')
+"""Not in the paper: appended to the user message. The reply is constrained by
+:func:`nugget_schema` to 1..:data:`MAX_NUGGETS_PER_PASSAGE` of the passage's own sentences
+(JSON Schema ``enum``), instead of the passage copied whole with ``<START>``/``</END>`` tags:
+a small model cannot copy a 500-token passage verbatim, and a grammar over free copying
+would not stop it from changing the text. Deviation: a nugget is a whole sentence (at most
+:data:`FALLBACK_MAX_WORDS` words, a verbatim prefix), not an arbitrary span."""
+NUGGETS_KEY = "nuggets"
+MAX_NUGGETS_PER_PASSAGE = 3
+"""Nuggets a passage may yield (the schema's ``maxItems``): "brief yet complete" excerpts."""
 
 _SPAN = re.compile(r"<START>(.*?)(?:</END>|</START>|<END>)", re.I | re.S)
 _TAG = re.compile(r"</?\s*(?:START|END)\s*>", re.I)
@@ -127,3 +141,87 @@ def fallback_nugget(question: str, passage: str, passage_index: int, encoder=Non
         best = max(range(len(texts)), key=lambda i: (len(content_words(texts[i]) & qw), -i))
     a, b = spans[best]
     return Nugget(passage[a:b], passage_index, a, b)
+
+
+def candidate_excerpts(passage: str) -> list[str]:
+    """The excerpts a nugget reply may choose from: the passage's sentences (each cut to
+    :data:`FALLBACK_MAX_WORDS` words, a verbatim prefix), deduplicated, in passage order."""
+    out: list[str] = []
+    for a, b in _sentence_spans(passage):
+        text = passage[a:b]
+        if text.strip() and text not in out:
+            out.append(text)
+    return out
+
+
+NUGGET_ITEM_TOKENS = 16
+"""Reply tokens allowed beyond an excerpt's own for the JSON around it (quotes, comma, escapes)."""
+
+
+def nugget_schema(passage: str, count=None, max_tokens: int | None = None) -> tuple[dict, int] | None:
+    """The reply schema of a nugget call on ``passage`` and its reply budget in tokens.
+
+    The schema is ``{"nuggets": [...]}`` holding 1..k items, each one of
+    :func:`candidate_excerpts` (a JSON Schema ``enum``). With ``count`` (a token counter) and
+    ``max_tokens`` (``[ginger] nugget_max_new_tokens``), only excerpts that fit the budget are
+    offered and k (at most :data:`MAX_NUGGETS_PER_PASSAGE`) is as many of the longest as fit
+    together, so the constrained reply always closes inside its budget. Without them, k is
+    :data:`MAX_NUGGETS_PER_PASSAGE` and the budget is estimated at 3 characters per token.
+
+    Returns:
+        ``(schema, budget)``, or None for a passage with no sentence (or none that fits).
+    """
+    from ..llm.structured import string_list_field
+
+    count = count or (lambda text: (len(text) + 2) // 3)
+    limit = max_tokens if max_tokens is not None else 1 << 30
+    excerpts = [e for e in candidate_excerpts(passage) if count(e) + 2 * NUGGET_ITEM_TOKENS <= limit]
+    if not excerpts:
+        return None
+    sizes = sorted((count(e) for e in excerpts), reverse=True)
+    k, need = 0, NUGGET_ITEM_TOKENS
+    while k < min(MAX_NUGGETS_PER_PASSAGE, len(sizes)) and need + sizes[k] + NUGGET_ITEM_TOKENS <= limit:
+        need += sizes[k] + NUGGET_ITEM_TOKENS
+        k += 1
+    return string_list_field(NUGGETS_KEY, min_items=1, max_items=k, enum=excerpts), need
+
+
+def parse_nugget_reply(reply: str, passage: str, passage_index: int) -> tuple[list[Nugget], list[str]]:
+    """The verbatim nuggets of a structured nugget reply (:func:`nugget_schema`).
+
+    Each listed excerpt is located in the passage (:func:`locate`) and kept as the passage's
+    own span; an excerpt with no letter or digit (``unparsable``), not in the passage (``not
+    in passage``: a backend that ignored the schema) or repeated (``duplicate``) is rejected.
+
+    Returns:
+        ``(nuggets, rejected)``; ``rejected`` is ``["empty"]`` or ``["unparsable JSON: ..."]``
+        when the reply did not parse, ``["no nuggets"]`` for an empty list.
+    """
+    from ..llm.structured import parse_json
+
+    value, err = parse_json(reply)
+    if err:
+        return [], [err]
+    items = value.get(NUGGETS_KEY) if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        return [], [f"unparsable: no {NUGGETS_KEY!r} list"]
+    if not items:
+        return [], ["no nuggets"]
+    out: list[Nugget] = []
+    rejected: list[str] = []
+    seen: set[tuple[int, int]] = set()
+    for item in items:
+        text = item.strip() if isinstance(item, str) else ""
+        if not re.search(r"[A-Za-z0-9]", text):
+            rejected.append("unparsable")
+            continue
+        where = locate(text, passage)
+        if where is None:
+            rejected.append("not in passage")
+            continue
+        if where in seen:
+            rejected.append("duplicate")
+            continue
+        seen.add(where)
+        out.append(Nugget(passage[where[0]:where[1]], passage_index, *where))
+    return out, rejected

@@ -16,7 +16,9 @@ rewrites alone, 0.325, and the original alone, 0.320). Two ways to send them to 
   dense and fuses all lists (``[fusion] name = "rrf"``: reciprocal rank fusion, as in §3.1);
 * ``concatenate``: the paper's single search string q' = (q + q'1) + ... + (q + q'l).
 
-LLM output is untrusted: replies are parsed strictly (:func:`parse_rewrites`); a failed call,
+The rewrite call declares a JSON schema (:func:`rewrites_schema`: ``n`` strings; the paper asks
+for one query per line), so its reply parses; each rewrite is still checked
+(:func:`parse_rewrites_reply`, :func:`parse_rewrites`); a failed call,
 an empty reply or lines that are not rewrites fall back (fewer rewrites, or the original
 question alone) and every fallback is recorded in :attr:`QueryPlan.fallbacks`.
 """
@@ -40,6 +42,39 @@ REWRITE_USER = ("Rewrite and return {n} query rewrites, each of which should cov
                 "answer. The query rewrites should still be relevant to the original query. Return only the "
                 "queries, one in each line. Do not add context, or any other information, or text.\n"
                 "original query: {query}\nanswer: {answer}")
+
+REWRITES_FORMAT = '\nReply with JSON: {{"rewrites": ["<rewrite 1>", ..., "<rewrite {n}>"]}}'
+"""Not in the paper: appended to App. B.1's rewrite prompt, whose reply is constrained by
+:func:`rewrites_schema` (the paper asks for one query per line)."""
+REWRITES_KEY = "rewrites"
+MAX_REWRITE_CHARS = 200
+"""Longest rewrite in characters (the schema's ``maxLength``), as PreQRAG's rewrites."""
+
+
+def rewrites_schema(n: int) -> dict:
+    """The rewrite call's reply schema: ``{"rewrites": [str] * n}``, 3..200 characters each."""
+    from ..llm.structured import string_list_field
+
+    return string_list_field(REWRITES_KEY, min_items=n, max_items=n, min_length=3, max_length=MAX_REWRITE_CHARS)
+
+
+def parse_rewrites_reply(reply: str, question: str, n: int, *, answer: str = "",
+                         max_length_ratio: float = 3.0) -> tuple[list[str], list[str]]:
+    """Parse a structured rewrite reply (:func:`rewrites_schema`): its ``rewrites`` items go
+    through :func:`parse_rewrites`' checks as lines. ``rejected`` is ``["empty"]`` /
+    ``["unparsable JSON: ..."]`` / ``["unparsable: no 'rewrites' list"]`` when it did not
+    parse."""
+    from ..llm.structured import parse_json
+
+    value, err = parse_json(reply)
+    if err:
+        return [], [err]
+    items = value.get(REWRITES_KEY) if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        return [], [f"unparsable: no {REWRITES_KEY!r} list"]
+    lines = [" ".join(x.split()) for x in items if isinstance(x, str)]
+    return parse_rewrites("\n".join(lines), question, n, answer=answer, max_length_ratio=max_length_ratio)
+
 
 MAX_ANSWER_WORDS = 100
 """The intermediate answer is cut to this many words before it goes into the rewrite prompt
@@ -156,10 +191,12 @@ class GingerRewriter:
             if not words:
                 fallbacks[i].append("answer: empty")
             usable.append(" ".join(words[:MAX_ANSWER_WORDS]))
+        n = self.cfg.n_rewrites
         rewrites = self.llm.chat_many(
             [[{"role": "system", "content": REWRITE_SYSTEM},
-              {"role": "user", "content": REWRITE_USER.format(n=self.cfg.n_rewrites, query=q, answer=a)}]
-             for (q, _), a in zip(capped, usable)], max_tokens=max_tokens, temperature=0.0)
+              {"role": "user", "content": REWRITE_USER.format(n=n, query=q, answer=a) + REWRITES_FORMAT.format(n=n)}]
+             for (q, _), a in zip(capped, usable)], max_tokens=max_tokens * n, temperature=0.0,
+            schema=rewrites_schema(n))
         plans = []
         for i, (q, t, reply) in enumerate(zip(questions, types, rewrites)):
             found: list[str] = []
@@ -167,7 +204,7 @@ class GingerRewriter:
                 fallbacks[i].append(f"rewrites: llm error: {reply}")
             else:
                 raw[i]["rewrites"] = reply
-                found, rejected = parse_rewrites(reply, q, self.cfg.n_rewrites, answer=usable[i],
+                found, rejected = parse_rewrites_reply(reply, q, self.cfg.n_rewrites, answer=usable[i],
                                                  max_length_ratio=self.rewriter_cfg.max_length_ratio)
                 if len(found) < self.cfg.n_rewrites:
                     why = f" (rejected: {', '.join(rejected)})" if rejected else ""

@@ -6,10 +6,16 @@ from pathlib import Path
 
 from ..cache import KVStore, content_key
 from ..stages import LLM, LLMError
+from .structured import schema_key
 
 
-def call_key(model: str, messages: list[dict], max_tokens: int, temperature: float) -> str:
-    """SHA-256 of the canonical JSON of (model, messages, max_tokens, temperature)."""
+def call_key(model: str, messages: list[dict], max_tokens: int, temperature: float, **options) -> str:
+    """SHA-256 of the canonical JSON of (model, messages, max_tokens, temperature) and, when
+    any is set, the call's other options (``schema``, ``seed``, ``top_p``, ``top_k``,
+    ``repeat_penalty``): a call without options keeps the key it had before they existed."""
+    set_options = {k: (schema_key(v) if k == "schema" else v) for k, v in sorted(options.items()) if v is not None}
+    if set_options:
+        return content_key(model, messages, max_tokens, temperature, set_options)
     return content_key(model, messages, max_tokens, temperature)
 
 
@@ -49,28 +55,25 @@ class CachedLLM:
         return self.store.misses
 
     def chat_many(self, requests: list[list[dict]], *, max_tokens: int,
-                  temperature: float = 0.0, seed: int | None = None) -> list[str | LLMError]:
-        """As ``LLM.chat_many``; only cache misses reach the wrapped LLM. ``seed`` (sampling at
-        ``temperature > 0``, uncached) is passed on when the wrapped LLM takes one."""
+                  temperature: float = 0.0, **options) -> list[str | LLMError]:
+        """As ``LLM.chat_many``; only cache misses reach the wrapped LLM. ``options``
+        (``schema``, ``seed``, sampling settings) are passed on and are part of the key; calls
+        at ``temperature > 0`` are not cached (a fresh sample each time)."""
         if temperature != 0.0:
-            import inspect
-
-            takes_seed = seed is not None and "seed" in inspect.signature(self.llm.chat_many).parameters
-            return self.llm.chat_many(requests, max_tokens=max_tokens, temperature=temperature,
-                                      **({"seed": seed} if takes_seed else {}))
-        keys = [call_key(self.name, m, max_tokens, temperature) for m in requests]
+            return self.llm.chat_many(requests, max_tokens=max_tokens, temperature=temperature, **options)
+        keys = [call_key(self.name, m, max_tokens, temperature, **options) for m in requests]
         results: list[str | LLMError | None] = self.store.get_many(keys)
         todo = [i for i, r in enumerate(results) if r is None]
         if todo:
             fresh = self.llm.chat_many([requests[i] for i in todo], max_tokens=max_tokens,
-                                       temperature=temperature)
+                                       temperature=temperature, **options)
             self.store.put_many([(keys[i], r) for i, r in zip(todo, fresh) if isinstance(r, str)])
             for i, r in zip(todo, fresh):
                 results[i] = r
         return results  # type: ignore[return-value]
 
-    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0) -> str:
-        (r,) = self.chat_many([messages], max_tokens=max_tokens, temperature=temperature)
+    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0, **options) -> str:
+        (r,) = self.chat_many([messages], max_tokens=max_tokens, temperature=temperature, **options)
         if isinstance(r, LLMError):
             raise r
         return r

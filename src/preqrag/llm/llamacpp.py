@@ -7,7 +7,8 @@ import threading
 
 from ..config import LLMConfig
 from ..registry import resolve
-from ..stages import LLMError, chat_each
+from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, chat_each
+from .structured import grammar_text, schema_key
 from ..timing import model_time
 
 
@@ -28,6 +29,7 @@ class LlamaCppLLM:
         self.name = cfg.model
         self._llm = None
         self._lock = threading.Lock()  # a llama.cpp context is not thread-safe
+        self._grammars: dict[str, object] = {}
 
     def warm_up(self) -> None:
         """Load the model now (else it loads on first use)."""
@@ -66,32 +68,57 @@ class LlamaCppLLM:
         with self._lock:
             return len(llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
 
+    def _grammar(self, schema: OutputSchema | None):
+        """The compiled ``LlamaGrammar`` of ``schema`` (cached per schema), or None."""
+        if schema is None:
+            return None
+        key = schema_key(schema)
+        grammar = self._grammars.get(key)
+        if grammar is None:
+            from llama_cpp import LlamaGrammar
+
+            grammar = LlamaGrammar.from_string(grammar_text(schema), verbose=False)
+            self._grammars[key] = grammar
+        return grammar
+
     def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0,
-             seed: int | None = None) -> str:
+             schema: OutputSchema | None = None, seed: int | None = None, top_p: float | None = None,
+             top_k: int | None = None, repeat_penalty: float | None = None) -> str:
         """One chat completion; raises LLMError when llama.cpp fails (e.g. context overflow).
 
+        ``schema``: the reply is constrained by its grammar (:mod:`preqrag.llm.structured`).
         ``seed``: the sampling seed at ``temperature > 0`` (default 0, so a call repeats); pass
-        different seeds for different samples (DoTA-RAG's routing votes)."""
+        different seeds for different samples (DoTA-RAG's routing votes). ``top_p``, ``top_k``,
+        ``repeat_penalty``: this call's sampling settings (None: ``[llm]``'s, else llama.cpp's
+        defaults top_p 0.95, top_k 40, repeat_penalty 1.0)."""
         llm = self._load()
+        sampling = self.sampling(top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty)
         with self._lock:
+            grammar = self._grammar(schema)
             try:
                 with model_time("llm"):
                     out = llm.create_chat_completion(messages=messages, max_tokens=max_tokens,
-                                                     temperature=temperature, seed=0 if seed is None else seed)
+                                                     temperature=temperature, seed=0 if seed is None else seed,
+                                                     grammar=grammar, **sampling)
+            except PROGRAMMING_ERRORS:
+                raise
             except Exception as e:  # llama.cpp raises ValueError/RuntimeError
                 raise LLMError(f"llama-cpp: {type(e).__name__}: {e}") from e
         return out["choices"][0]["message"]["content"] or ""
 
-    def chat_many(self, requests: list[list[dict]], *, max_tokens: int,
-                  temperature: float = 0.0, seed: int | None = None) -> list[str | LLMError]:
+    def sampling(self, *, top_p: float | None = None, top_k: int | None = None,
+                 repeat_penalty: float | None = None) -> dict:
+        """The sampling keyword arguments of a call: the given values, else ``[llm]``'s, leaving
+        out what neither sets (llama.cpp's defaults then apply)."""
+        out = {"top_p": top_p if top_p is not None else self.cfg.top_p,
+               "top_k": top_k if top_k is not None else self.cfg.top_k,
+               "min_p": self.cfg.min_p,
+               "repeat_penalty": repeat_penalty if repeat_penalty is not None else self.cfg.repeat_penalty}
+        return {k: v for k, v in out.items() if v is not None}
+
+    def chat_many(self, requests: list[list[dict]], *, max_tokens: int, temperature: float = 0.0,
+                  **options) -> list[str | LLMError]:
         """Sequential (one llama.cpp context); a failure is returned in place, not raised.
-        ``seed`` as in :meth:`chat`, for every request."""
-        if seed is None:
-            return chat_each(self, requests, max_tokens=max_tokens, temperature=temperature)
-        results: list[str | LLMError] = []
-        for messages in requests:
-            try:
-                results.append(self.chat(messages, max_tokens=max_tokens, temperature=temperature, seed=seed))
-            except LLMError as e:
-                results.append(e)
-        return results
+        ``options`` (``schema``, ``seed``, ``top_p``, ``top_k``, ``repeat_penalty``) as in
+        :meth:`chat`, for every request."""
+        return chat_each(self, requests, max_tokens=max_tokens, temperature=temperature, **options)

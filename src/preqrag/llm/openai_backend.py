@@ -11,8 +11,21 @@ import time
 from datetime import datetime, timezone
 
 from ..config import LLMConfig
-from ..stages import LLMError
+from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, UnsupportedFeature
 from ..timing import model_time
+from .structured import CHOICE_WRAP_TOKENS, is_choice, response_format, unwrap_reply
+
+
+def _refuses_schema(error) -> bool:
+    """True when an error reply is about the structured-output request, not the prompt: a
+    400/422 whose message names ``response_format``, a JSON schema, a grammar or guided
+    decoding, or any status whose message names ``response_format`` (llama-cpp-python's
+    server answers 500 to a ``json_schema`` response format it cannot validate)."""
+    text = str(getattr(error, "message", "") or error).lower()
+    if "response_format" in text:
+        return True
+    return getattr(error, "status_code", None) in (400, 422) and any(
+        w in text for w in ("json_schema", "schema", "grammar", "guided"))
 
 
 class _LoopThread:
@@ -228,7 +241,30 @@ class OpenAICompatibleLLM:
                 self._runner = _LoopThread(f"preqrag-openai-{id(self):x}")
             return self._runner
 
-    async def _one(self, client, gate: _Gate, messages, max_tokens, temperature, deadline: float | None) -> str:
+    def request_options(self, *, schema: OutputSchema | None = None, seed: int | None = None,
+                        top_p: float | None = None, top_k: int | None = None,
+                        repeat_penalty: float | None = None) -> dict:
+        """The keyword arguments a call adds to ``chat.completions.create``: ``seed`` (0 unless
+        given, so a call repeats on servers that honour seeds), ``response_format`` for a schema
+        (:func:`preqrag.llm.structured.response_format`), ``top_p`` when set here or in
+        ``[llm]``, and ``top_k`` / ``repeat_penalty`` in ``extra_body`` when set (not OpenAI
+        parameters; vLLM, SGLang and llama.cpp's server read them)."""
+        cfg = self.cfg
+        opts: dict = {"seed": 0 if seed is None else seed}
+        if schema is not None:
+            opts["response_format"] = response_format(schema, mode=cfg.structured_output)
+        top_p = top_p if top_p is not None else cfg.top_p
+        if top_p is not None:
+            opts["top_p"] = top_p
+        extra = {"top_k": top_k if top_k is not None else cfg.top_k,
+                 "repeat_penalty": repeat_penalty if repeat_penalty is not None else cfg.repeat_penalty}
+        extra = {k: v for k, v in extra.items() if v is not None}
+        if extra:
+            opts["extra_body"] = extra
+        return opts
+
+    async def _one(self, client, gate: _Gate, messages, max_tokens, temperature, deadline: float | None,
+                   options: dict | None = None, schema: OutputSchema | None = None) -> str:
         import openai
 
         where = f"openai backend ({self.cfg.base_url})"
@@ -246,7 +282,7 @@ class OpenAICompatibleLLM:
                 try:
                     resp = await client.chat.completions.create(
                         model=self.cfg.model, messages=messages, max_tokens=max_tokens,
-                        temperature=temperature, seed=0, timeout=timeout)
+                        temperature=temperature, timeout=timeout, **(options or {"seed": 0}))
                 except openai.APITimeoutError as e:
                     lim.timeouts += 1
                     lim.congested()
@@ -255,6 +291,13 @@ class OpenAICompatibleLLM:
                     err = e
                 except openai.APIStatusError as e:
                     err = e
+                    if schema is not None and _refuses_schema(e):
+                        raise UnsupportedFeature(
+                            f"{where} refused structured output (response_format "
+                            f"{self.cfg.structured_output}): HTTP {e.status_code}: {' '.join(str(e).split())[:400]}. preqrag "
+                            "declares a JSON schema for every LLM step whose output it parses; use a server "
+                            "that enforces it (vLLM, SGLang, llama.cpp's llama-server, OpenAI), or set "
+                            "[llm] structured_output = 'json_object' for llama-cpp-python's server.") from e
                     if e.status_code == 429:
                         lim.rate_limited += 1
                         lim.congested()
@@ -278,40 +321,52 @@ class OpenAICompatibleLLM:
             await asyncio.sleep(wait)
         if not resp.choices:
             raise LLMError(f"{where}: empty choices")
-        return resp.choices[0].message.content or ""
+        return unwrap_reply(resp.choices[0].message.content or "", schema)
 
     async def achat_many(self, requests: list[list[dict]], *, max_tokens: int,
-                         temperature: float = 0.0, call_deadline: float | None | object = ...
-                         ) -> list[str | LLMError]:
+                         temperature: float = 0.0, call_deadline: float | None | object = ...,
+                         schema: OutputSchema | None = None, **options) -> list[str | LLMError]:
         """Async form of :meth:`chat_many`, on the caller's event loop (with that loop's client).
-        ``call_deadline``: as :meth:`set_call_deadline`, for these requests (default: the one set)."""
+        ``call_deadline``: as :meth:`set_call_deadline`, for these requests (default: the one set).
+
+        Raises:
+            UnsupportedFeature: the server refused ``response_format`` (not a per-request error).
+            A programming error (``TypeError`` ...) propagates too; any other exception of a
+            request becomes that request's LLMError."""
         deadline = self.call_deadline if call_deadline is ... else call_deadline
         client = self._client()
         gate = self._gate()
+        opts = self.request_options(schema=schema, **options)
+        if is_choice(schema):  # the choice travels wrapped in {"choice": ...}: room for the wrapping
+            max_tokens += CHOICE_WRAP_TOKENS
         with model_time("llm"):  # wall time with requests in flight
             out = await asyncio.gather(
-                *(self._one(client, gate, m, max_tokens, temperature, deadline) for m in requests),
+                *(self._one(client, gate, m, max_tokens, temperature, deadline, opts, schema) for m in requests),
                 return_exceptions=True)
         results: list[str | LLMError] = []
         for r in out:
+            if isinstance(r, PROGRAMMING_ERRORS):
+                raise r
             if isinstance(r, BaseException) and not isinstance(r, LLMError):
                 r = LLMError(f"openai backend: {type(r).__name__}: {r}")
             results.append(r)
         return results
 
     def chat_many(self, requests: list[list[dict]], *, max_tokens: int,
-                  temperature: float = 0.0) -> list[str | LLMError]:
+                  temperature: float = 0.0, **options) -> list[str | LLMError]:
         """Concurrent requests; a failed one yields its LLMError in place. Runs on the
-        backend's own event loop thread, so it may be called from inside a running loop."""
+        backend's own event loop thread, so it may be called from inside a running loop.
+        ``options``: ``schema``, ``seed``, ``top_p``, ``top_k``, ``repeat_penalty``
+        (:class:`preqrag.stages.LLM`); every request of the call gets the same ones."""
         if not requests:
             return []
         # the caller's thread's call deadline (the loop thread has none of its own)
         return self._loop().run(self.achat_many(requests, max_tokens=max_tokens, temperature=temperature,
-                                                call_deadline=self.call_deadline))
+                                                call_deadline=self.call_deadline, **options))
 
-    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0) -> str:
+    def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0, **options) -> str:
         """One request; raises LLMError after retries."""
-        (r,) = self.chat_many([messages], max_tokens=max_tokens, temperature=temperature)
+        (r,) = self.chat_many([messages], max_tokens=max_tokens, temperature=temperature, **options)
         if isinstance(r, LLMError):
             raise r
         return r

@@ -1,0 +1,137 @@
+"""Answer-level helpers shared by the generators: the answer call's sampling options,
+degenerate-answer detection and repair, and the extractive answerer (no LLM).
+
+A 135M model under greedy decoding can loop ("The oil is ... environment." five times,
+"1. 1. 2. 3. 4. 5."): :func:`degenerate` detects that and :func:`repair_answer` removes the
+repeats or, when nothing sensible is left, answers extractively; the generator records it as
+a fallback in the trace.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .config import GeneratorConfig
+
+if TYPE_CHECKING:
+    from .generation import Generated
+
+
+def truncate_words(text: str, max_words: int) -> str:
+    """The first ``max_words`` whitespace-separated words (LiveRAG reads only the first 300)."""
+    words = text.split()
+    return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
+
+
+EXTRACTIVE_PROMPT = ("(extractive answer, no LLM call: the sentences of passage [1] that share the most content "
+                     "words with the question, in passage order)\n\nQuestion: {question}")
+"""The ``final_prompt`` of an extractive answer: no prompt was sent to any LLM, and it says so."""
+
+
+class ExtractiveGenerator:
+    """Answers without an LLM: the ``n_sentences`` sentences of the first context passage that
+    share the most content words (stemmed, stopwords removed; the BM25 analyser's stemmer and
+    stopwords) with the question, in passage order, at most ``max_words`` words. Ties go to
+    the earlier sentence; a passage without any sentence boundary is used whole (cut to
+    ``max_words``). Sentence split: :func:`preqrag.ginger._text.split_sentences`.
+
+    ``generate`` returns one :class:`~preqrag.generation.Generated` per question; its
+    ``final_prompt`` is :data:`EXTRACTIVE_PROMPT` (no prompt was sent anywhere).
+    """
+
+    name = "extractive"
+
+    def __init__(self, n_sentences: int = 2, max_words: int = 300):
+        self.n_sentences = n_sentences
+        self.max_words = max_words
+
+    def answer(self, question: str, passage: str) -> str:
+        """The extractive answer to ``question`` from ``passage`` ('' for an empty passage)."""
+        from .ginger._text import content_words, split_sentences
+
+        sentences = split_sentences(passage)
+        if not sentences:
+            return truncate_words(passage, self.max_words)
+        q = content_words(question)
+        order = sorted(range(len(sentences)), key=lambda i: (-len(q & content_words(sentences[i])), i))
+        chosen = sorted(order[:self.n_sentences])
+        return truncate_words(" ".join(sentences[i] for i in chosen), self.max_words)
+
+    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[Generated]:
+        from .generation import Generated
+
+        return [Generated(EXTRACTIVE_PROMPT.format(question=q), self.answer(q, c[0] if c else ""), [])
+                for q, c in zip(questions, contexts)]
+
+
+def _norm_sentence(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+
+
+MIN_REPEATED_WORDS = 3
+"""A sentence of fewer normalised words ("Yes.") may repeat without being a loop."""
+
+
+def degenerate(answer: str) -> str | None:
+    """Why ``answer`` is degenerate (a small model looping under greedy decoding), or None.
+
+    * ``no words``: nothing but numbering, bullets and punctuation ("1. 1. 2. 3. 4. 5.");
+    * ``repeated sentence xN``: a sentence of at least :data:`MIN_REPEATED_WORDS` words occurs
+      N >= 2 times (normalised: lower case, letters and digits only);
+    * ``repeated phrase``: a 4-word phrase occurs 3+ times and its repeats cover at least
+      half the answer's words (a loop inside one long sentence).
+    """
+    from .ginger._text import split_sentences
+
+    if not re.findall(r"[A-Za-z]{2,}", answer):
+        return "no words"
+    counts: dict[str, int] = {}
+    for sentence in split_sentences(answer):
+        key = _norm_sentence(sentence)
+        if len(key.split()) >= MIN_REPEATED_WORDS:
+            counts[key] = counts.get(key, 0) + 1
+    worst = max(counts.values(), default=0)
+    if worst >= 2:
+        return f"repeated sentence x{worst}"
+    tokens = _norm_sentence(answer).split()
+    grams: dict[tuple[str, ...], int] = {}
+    for i in range(len(tokens) - 3):
+        g = tuple(tokens[i:i + 4])
+        grams[g] = grams.get(g, 0) + 1
+    top = max(grams.values(), default=0)
+    if top >= 3 and top * 4 >= len(tokens) / 2:
+        return "repeated phrase"
+    return None
+
+
+def repair_answer(question: str, answer: str, passages: list[str], max_words: int = 300) -> tuple[str, str | None]:
+    """``(answer, fallback)``: the answer unchanged when it is not :func:`degenerate`; else its
+    sentences with repeats removed (first occurrences, in order) when that is no longer
+    degenerate and has 3+ words; else the extractive answer from the first passage
+    (:class:`ExtractiveGenerator`). ``fallback`` says what happened (None when nothing did)."""
+    from .ginger._text import split_sentences
+
+    why = degenerate(answer)
+    if why is None:
+        return answer, None
+    seen: set[str] = set()
+    kept: list[str] = []
+    for sentence in split_sentences(answer):
+        key = _norm_sentence(sentence)
+        if key and key not in seen:
+            seen.add(key)
+            kept.append(sentence)
+    repaired = " ".join(kept)
+    if len(re.findall(r"[A-Za-z]{2,}", repaired)) >= 3 and degenerate(repaired) is None:
+        return truncate_words(repaired, max_words), f"generate: degenerate answer ({why}); repeats removed"
+    extractive = ExtractiveGenerator(max_words=max_words).answer(question, passages[0] if passages else "")
+    return extractive, f"generate: degenerate answer ({why}); extractive answer from passage [1] used"
+
+
+def answer_options(cfg: GeneratorConfig) -> dict:
+    """The answer call's sampling keyword arguments from ``[generator]``: ``temperature`` and
+    those of ``top_p``, ``top_k``, ``repeat_penalty`` that are set (the others: ``[llm]``'s)."""
+    out = {"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k,
+           "repeat_penalty": cfg.repeat_penalty}
+    return {k: v for k, v in out.items() if v is not None}

@@ -1,0 +1,179 @@
+"""Structured LLM output: declared schemas, their llama.cpp grammars and OpenAI ``response_format``.
+
+A 135M model cannot follow an output format by instruction alone; constrained decoding
+makes every reply parse. Each step that parses LLM output declares an
+:data:`~preqrag.stages.OutputSchema`:
+
+* a JSON Schema (``dict``, an object at the top): the reply is JSON text satisfying it;
+* a choice (a list of strings): the reply is exactly one of them.
+
+Backends turn the schema into their own mechanism:
+
+* in-process llama.cpp: a GBNF grammar (:func:`grammar_text`: llama-cpp-python's own
+  ``json_schema_to_gbnf`` converter for JSON Schemas; an alternation of literals for a
+  choice) that masks every token that would leave the grammar;
+* OpenAI-compatible servers: ``response_format = {"type": "json_schema", ...}``
+  (:func:`response_format`; vLLM, SGLang, llama.cpp's server and OpenAI accept it). A choice
+  is sent as an object ``{"choice": <enum>}`` and unwrapped (:func:`unwrap_reply`), since
+  OpenAI's strict mode wants an object at the top.
+
+What parses can still make no sense (an unrelated rewrite, a repeated sub-question): the
+steps keep those checks and record fallbacks. Helpers here build the schemas the steps use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from ..stages import OutputSchema
+
+CHOICE_KEY = "choice"
+"""Property name of the object a choice is wrapped in for OpenAI-compatible servers."""
+
+CHOICE_WRAP_TOKENS = 12
+"""Reply tokens added to a choice call's budget on OpenAI-compatible servers for the
+``{"choice": ...}`` object around the chosen string."""
+
+JSON_SPACE_RULE = 'space ::= | " "'
+"""Whitespace between JSON tokens: none or one blank. llama.cpp's converter allows a newline
+and up to 20 indentation characters there; a small model then spends its token budget on
+indentation (and may never close the object), so the grammar is tightened to this."""
+
+
+def is_choice(schema: OutputSchema | None) -> bool:
+    """True for a choice among strings (a list or tuple)."""
+    return isinstance(schema, (list, tuple))
+
+
+def schema_key(schema: OutputSchema | None) -> str | None:
+    """Canonical JSON of a schema (cache keys, grammar cache), or None."""
+    if schema is None:
+        return None
+    return json.dumps(list(schema) if is_choice(schema) else schema, sort_keys=True, separators=(",", ":"))
+
+
+def _gbnf_literal(text: str) -> str:
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def grammar_text(schema: OutputSchema) -> str:
+    """The GBNF grammar of ``schema``.
+
+    A choice becomes ``root ::= "a" | "b" | ...``; a JSON Schema goes through
+    ``llama_cpp.llama_grammar.json_schema_to_gbnf`` (which supports ``enum``, ``minLength``
+    / ``maxLength``, ``minItems`` / ``maxItems``, ``required``), with the whitespace rule
+    replaced by :data:`JSON_SPACE_RULE`.
+
+    Raises:
+        ValueError: an empty choice, or a schema the converter rejects.
+    """
+    if is_choice(schema):
+        options = [str(o) for o in schema]
+        if not options:
+            raise ValueError("a choice schema needs at least one option")
+        return "root ::= " + " | ".join(_gbnf_literal(o) for o in options) + "\n"
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    text = json_schema_to_gbnf(json.dumps(schema))
+    return re.sub(r"(?m)^space ::= .*$", JSON_SPACE_RULE, text)
+
+
+def openai_schema(schema: OutputSchema) -> dict:
+    """The JSON Schema sent to an OpenAI-compatible server: ``schema`` itself, or for a choice
+    ``{"type": "object", "properties": {"choice": {"type": "string", "enum": [...]}}, ...}``."""
+    if is_choice(schema):
+        return {"type": "object", "properties": {CHOICE_KEY: {"type": "string", "enum": list(schema)}},
+                "required": [CHOICE_KEY], "additionalProperties": False}
+    return schema
+
+
+def response_format(schema: OutputSchema, name: str = "output", mode: str = "json_schema") -> dict:
+    """The OpenAI ``response_format`` for ``schema``.
+
+    ``mode = "json_schema"`` (``[llm] structured_output``, default): ``{"type": "json_schema",
+    "json_schema": {"name", "schema"}}``, OpenAI's form, read by vLLM, SGLang and llama.cpp's
+    llama-server; ``strict`` is left off because OpenAI's strict mode forbids ``maxLength`` /
+    ``minItems``, which the steps use to bound replies. ``mode = "json_object"``: ``{"type":
+    "json_object", "schema": ...}``, the form llama-cpp-python's server reads (it refuses
+    ``json_schema``).
+
+    Raises:
+        ValueError: an unknown mode."""
+    if mode == "json_schema":
+        return {"type": "json_schema", "json_schema": {"name": name, "schema": openai_schema(schema)}}
+    if mode == "json_object":
+        return {"type": "json_object", "schema": openai_schema(schema)}
+    raise ValueError(f"unknown structured output mode {mode!r}: 'json_schema' or 'json_object'")
+
+
+def unwrap_reply(reply: str, schema: OutputSchema | None) -> str:
+    """A server's reply in the contract's form: for a choice, the chosen string (unwrapped from
+    ``{"choice": ...}``; the reply unchanged when it is not such an object, so the step's
+    parser reports it); otherwise the reply unchanged."""
+    if not is_choice(schema):
+        return reply
+    try:
+        value = json.loads(reply)
+    except (json.JSONDecodeError, TypeError):
+        return reply
+    if isinstance(value, dict) and isinstance(value.get(CHOICE_KEY), str):
+        return value[CHOICE_KEY]
+    if isinstance(value, str):
+        return value
+    return reply
+
+
+def parse_json(reply: str) -> tuple[Any, str | None]:
+    """``(value, None)`` for a reply that is JSON, else ``(None, reason)`` (``empty``, or
+    ``unparsable JSON: <msg>``; e.g. a reply cut at ``max_tokens`` inside the object)."""
+    if not reply or not reply.strip():
+        return None, "empty"
+    try:
+        return json.loads(reply), None
+    except json.JSONDecodeError as e:
+        return None, f"unparsable JSON: {e.msg} at char {e.pos}"
+
+
+def string_field(name: str, *, min_length: int = 1, max_length: int = 300) -> dict:
+    """``{"type": "object", "properties": {name: string}, "required": [name]}``: one bounded
+    string (``max_length`` in characters keeps the reply inside its token budget)."""
+    return {"type": "object",
+            "properties": {name: {"type": "string", "minLength": min_length, "maxLength": max_length}},
+            "required": [name], "additionalProperties": False}
+
+
+def string_list_field(name: str, *, min_items: int, max_items: int, min_length: int = 1,
+                      max_length: int = 300, enum: list[str] | None = None) -> dict:
+    """An object with one array of strings ``name`` holding ``min_items``..``max_items`` items,
+    each ``min_length``..``max_length`` characters, or each one of ``enum`` when given."""
+    item: dict = {"type": "string", "enum": list(enum)} if enum is not None else {
+        "type": "string", "minLength": min_length, "maxLength": max_length}
+    return {"type": "object",
+            "properties": {name: {"type": "array", "items": item, "minItems": min_items, "maxItems": max_items}},
+            "required": [name], "additionalProperties": False}
+
+
+def chat_grouped(llm, requests: list[list[dict]], schemas: list[OutputSchema | None], max_tokens: list[int], *,
+                 temperature: float = 0.0, **options) -> list:
+    """``llm.chat_many`` for requests that differ in schema or reply budget: one call per
+    distinct (schema, ``max_tokens``) pair, in first-seen order; replies come back in input
+    order (a failed request: its LLMError in place).
+
+    Args:
+        requests: ``n`` conversations; ``schemas`` and ``max_tokens``: ``n`` each.
+        options: passed to every call (``seed``, ``top_p``, ...).
+    """
+    if not (len(requests) == len(schemas) == len(max_tokens)):
+        raise ValueError("requests, schemas and max_tokens must have the same length")
+    groups: dict[tuple[str | None, int], list[int]] = {}
+    for i, (schema, m) in enumerate(zip(schemas, max_tokens)):
+        groups.setdefault((schema_key(schema), m), []).append(i)
+    out: list = [None] * len(requests)
+    for (_, m), idx in groups.items():
+        replies = llm.chat_many([requests[i] for i in idx], max_tokens=m, temperature=temperature,
+                                schema=schemas[idx[0]], **options)
+        for i, r in zip(idx, replies):
+            out[i] = r
+    return out

@@ -1,0 +1,212 @@
+"""Structured LLM output (issue 22): every step that parses LLM output declares a schema, the
+llama.cpp backend turns it into a grammar, the OpenAI-compatible backend sends it as
+``response_format`` to a real llama.cpp server, and a server that refuses it is one clear error."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from preqrag.config import CIRConfig, DotaConfig, GeneratorConfig, LLMConfig, RewriterConfig
+from preqrag.llm.cache import call_key
+from preqrag.llm.structured import (chat_grouped, grammar_text, openai_schema, response_format, string_field,
+                                    unwrap_reply)
+from preqrag.stages import UnsupportedFeature
+
+MULTI = "How do welding positions and hand techniques compare for optimal welding results?"
+SINGLE = "What is the boiling point of water at sea level?"
+
+
+# ---------------------------------------------------------------- schema plumbing (no model)
+def test_choice_grammar_and_openai_wrapping():
+    assert grammar_text(["single", "multi"]) == 'root ::= "single" | "multi"\n'
+    assert grammar_text(['say "hi"']) == 'root ::= "say \\"hi\\""\n'
+    with pytest.raises(ValueError):
+        grammar_text([])
+    wrapped = openai_schema(["single", "multi"])
+    assert wrapped["properties"]["choice"]["enum"] == ["single", "multi"] and wrapped["required"] == ["choice"]
+    assert response_format(["a"])["type"] == "json_schema"
+    assert unwrap_reply('{"choice": "multi"}', ["single", "multi"]) == "multi"
+    assert unwrap_reply("junk", ["single", "multi"]) == "junk"  # left for the step's parser to reject
+    assert unwrap_reply('{"choice": "multi"}', {"type": "object"}) == '{"choice": "multi"}'
+
+
+def test_json_grammar_is_tight_on_whitespace():
+    text = grammar_text(string_field("query", max_length=20))
+    assert 'space ::= | " "' in text and "\\n" not in text.split("space ::=")[1].splitlines()[0]
+
+
+def test_cache_key_covers_schema_and_options_but_keeps_old_keys():
+    m = [{"role": "user", "content": "hi"}]
+    plain = call_key("x", m, 8, 0.0)
+    assert call_key("x", m, 8, 0.0, schema=None, seed=None) == plain  # keys from before options existed
+    assert call_key("x", m, 8, 0.0, schema=["a", "b"]) != plain
+    assert call_key("x", m, 8, 0.0, schema=["a", "b"]) != call_key("x", m, 8, 0.0, schema=["a", "c"])
+    assert call_key("x", m, 8, 0.0, repeat_penalty=1.1) != plain
+
+
+def test_chat_grouped_restores_order():
+    class Echo:
+        name = "echo"
+        calls = []
+
+        def chat_many(self, requests, *, max_tokens, temperature=0.0, schema=None, **options):
+            self.calls.append((max_tokens, json.dumps(schema)))
+            return [f"{r[0]['content']}/{max_tokens}" for r in requests]
+
+    llm = Echo()
+    reqs = [[{"role": "user", "content": str(i)}] for i in range(4)]
+    out = chat_grouped(llm, reqs, [None, ["a"], None, ["a"]], [8, 8, 16, 8])
+    assert out == ["0/8", "1/8", "2/16", "3/8"] and len(llm.calls) == 3
+
+
+# ---------------------------------------------------------------- every schema with the real SmolLM2
+@pytest.fixture(scope="module")
+def smollm2():
+    from preqrag.llm.llamacpp import LlamaCppLLM
+
+    llm = LlamaCppLLM(LLMConfig())
+    llm.warm_up()
+    return llm
+
+
+def test_every_schema_parses_with_real_smollm2(smollm2, small_index, small_corpus, test_config):
+    """PreQRAG rewrites and sub-questions, the LLM classifier, DoTA's routing votes and rewrite,
+    GINGER's rewrites and nugget tags and CIR's cited answer: no parse fallback with the 135M model."""
+    from preqrag.classifiers.llm import LLMClassifier
+    from preqrag.dota.planning import DotaRewriter
+    from preqrag.generation_cir import CIRGenerator, parse_cir_answer
+    from preqrag.ginger.nuggets import parse_nugget_reply
+    from preqrag.ginger.rewriting import GingerRewriter
+    from preqrag.index import Index
+    from preqrag.rewriting import PreQRAGRewriter
+
+    def parse_failures(fallbacks):
+        return [f for f in fallbacks if "unparsable" in f or f.endswith(": empty") or "llm error" in f]
+
+    plans = PreQRAGRewriter(smollm2, RewriterConfig()).plan([SINGLE, MULTI], ["single", "multi"])
+    assert not [f for p in plans for f in parse_failures(p.fallbacks)], [p.fallbacks for p in plans]
+    assert [c.fallback for c in LLMClassifier(smollm2).classify([SINGLE, MULTI])] == [None, None]
+
+    (dota,) = DotaRewriter(smollm2, DotaConfig(route_votes=2)).plan([SINGLE], ["single"])
+    assert not parse_failures(dota.fallbacks), dota.fallbacks
+    assert dota.sub_queries[0].filters["topic"]  # two parsable votes: a route
+
+    cfg = test_config.ginger.model_copy(update={"n_rewrites": 2})
+    (gplan,) = GingerRewriter(smollm2, cfg, RewriterConfig(max_new_tokens=64)).plan([SINGLE], ["single"])
+    assert not [f for f in gplan.fallbacks if "unparsable" in f], gplan.fallbacks
+
+    index = Index.open(small_index, test_config)
+    q = small_corpus[2][0]["question"]
+    (r,) = index.sparse.search([q], 3)
+    passages = [index.text(p) for p in r.ids]
+    from preqrag.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, nugget_schema
+
+    schema, budget = nugget_schema(passages[0][:1200], smollm2.count_tokens, 256)
+    reply = smollm2.chat([{"role": "system", "content": NUGGET_SYSTEM},
+                          {"role": "user", "content": NUGGET_USER.format(query=q, passage=passages[0][:1200])
+                           + NUGGET_FORMAT}], max_tokens=budget, schema=schema)
+    nuggets, rejected = parse_nugget_reply(reply, passages[0], 0)
+    assert nuggets and rejected == [] and all(passages[0][n.start:n.end] == n.text for n in nuggets)
+
+    gen = CIRGenerator(smollm2, GeneratorConfig(max_new_tokens=160, max_passage_tokens=96), CIRConfig())
+    (g,) = gen.generate([q], [passages])
+    assert not [f for f in g.fallbacks if "unparsable" in f], g.fallbacks
+    assert g.citations and g.removed_citations == 0
+    parsed = parse_cir_answer(smollm2.chat([{"role": "user", "content": g.final_prompt}], max_tokens=160,
+                                           schema=_cir_schema(len(passages), 160)), len(passages))
+    assert parsed.fallback is None and parsed.removed == 0
+
+
+def _cir_schema(n, tokens):
+    from preqrag.generation_cir import cir_answer_schema
+
+    return cir_answer_schema(n, tokens)
+
+
+# ---------------------------------------------------------------- OpenAI-compatible backend, real server
+class Recorder:
+    """An httpx request hook: keeps the JSON body of every chat request the client sends."""
+
+    def __init__(self):
+        self.bodies: list[dict] = []
+
+    async def __call__(self, request):
+        if request.url.path.endswith("/chat/completions"):
+            self.bodies.append(json.loads(request.content))
+
+
+def _recording_llm(url: str, monkeypatch, **cfg):
+    import openai
+
+    from preqrag.llm.openai_backend import OpenAICompatibleLLM
+
+    rec = Recorder()
+    llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"{url}/v1", model="smollm2", **cfg))
+
+    def new_client():
+        return openai.AsyncOpenAI(base_url=llm.cfg.base_url, api_key="sk-no-key", timeout=llm.cfg.timeout_s,
+                                  max_retries=0,
+                                  http_client=openai.DefaultAsyncHttpxClient(event_hooks={"request": [rec]}))
+
+    monkeypatch.setattr(llm, "_new_client", new_client)
+    return llm, rec
+
+
+def test_openai_backend_sends_response_format_to_real_llama_server(llama_server, monkeypatch):
+    from preqrag.classifiers.llm import CHOICES, messages_for
+    from preqrag.rewriting import DECOMPOSE_PROMPT, decompose_schema, parse_sub_questions_reply
+
+    # llama-cpp-python's server reads the json_object form (with the schema); it refuses json_schema
+    llm, rec = _recording_llm(llama_server, monkeypatch, structured_output="json_object")
+    try:
+        choices = llm.chat_many([messages_for(SINGLE), messages_for(MULTI)], max_tokens=8, schema=list(CHOICES))
+        assert all(c in CHOICES for c in choices), choices  # unwrapped from {"choice": ...}
+        reply = llm.chat([{"role": "user", "content": DECOMPOSE_PROMPT.format(question=MULTI, n=2)}],
+                         max_tokens=256, schema=decompose_schema(2))
+        value = json.loads(reply)  # the server enforced the schema
+        assert isinstance(value["sub_questions"], list) and len(value["sub_questions"]) == 2
+        items, why = parse_sub_questions_reply(reply, MULTI, 2, 3.0)
+        assert items is not None or why in {"repeated sub-questions", "unrelated", "too long"}
+    finally:
+        llm.close()
+    assert len(rec.bodies) == 3
+    for body in rec.bodies:
+        assert body["response_format"]["type"] == "json_object"
+        assert body["seed"] == 0 and body["temperature"] == 0.0
+    assert rec.bodies[0]["response_format"]["schema"]["properties"]["choice"]["enum"] == list(CHOICES)
+    assert rec.bodies[2]["response_format"]["schema"] == decompose_schema(2)
+    # the OpenAI form, for vLLM / SGLang / llama-server / OpenAI
+    assert response_format(["a"])["json_schema"]["schema"]["properties"]["choice"]["enum"] == ["a"]
+
+
+def test_dota_votes_carry_distinct_seeds_over_http(llama_server, monkeypatch):
+    from preqrag.dota.planning import NamespaceRouter
+
+    llm, rec = _recording_llm(llama_server, monkeypatch, top_k=20, structured_output="json_object")
+    try:
+        (names, fallbacks, raw), = NamespaceRouter(llm, DotaConfig(route_votes=4, route_seed=7)).route([MULTI])
+    finally:
+        llm.close()
+    assert [b["seed"] for b in rec.bodies] == [7, 8, 9, 10]
+    # top_k is no OpenAI parameter: sent in the body for servers that read it (llama.cpp, vLLM)
+    assert all(b["temperature"] == 0.6 and b["top_k"] == 20 for b in rec.bodies)
+    assert not [f for f in fallbacks if "unparsable" in f], fallbacks
+    assert names and len(raw) == 4
+
+
+def test_server_refusing_response_format_is_one_clear_error(llama_server):
+    """llama-cpp-python's server refuses OpenAI's ``json_schema`` form (HTTP 422): the step
+    stops with one UnsupportedFeature (the pipeline lets it surface) naming the setting to
+    change, instead of a parse fallback on every question."""
+    from preqrag.llm.openai_backend import OpenAICompatibleLLM
+    from preqrag.rewriting import PreQRAGRewriter
+
+    llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"{llama_server}/v1", model="smollm2",
+                                        structured_output="json_schema", max_retries=0))
+    try:
+        with pytest.raises(UnsupportedFeature, match="refused structured output.*structured_output = 'json_object'"):
+            PreQRAGRewriter(llm, RewriterConfig()).plan([MULTI], ["multi"])
+    finally:
+        llm.close()
