@@ -273,3 +273,37 @@ def test_real_qwen05b_installs_and_answers(qwen05b_gguf, monkeypatch):
     answer = llm.chat([{"role": "user", "content": "What is the capital of France? Answer in one word."}],
                       max_tokens=8)
     assert "Paris" in answer, answer
+
+
+@pytest.mark.slow
+def test_installed_qwen05b_answers_two_smoke_questions(qwen05b_gguf, small_index, small_corpus, tmp_path):
+    """``preqrag run`` with the PreQRAG preset and ``[llm] model = "qwen2.5-coder-0.5b"`` (the
+    installed model, by its registry name) on a single- and a multi-document smoke question: both
+    answered, every structured reply parsed (no parse fallback), answers that do not loop."""
+    import subprocess
+    import sys
+
+    from conftest import TEST_OVERRIDES, config_toml
+    from preqrag.answering import degenerate
+    from preqrag.records import LiveRAGAnswer, Trace
+
+    qs = [q for q in small_corpus[2] if q["n_gold"] == 1][:1] + [q for q in small_corpus[2] if q["n_gold"] == 2][:1]
+    qpath = tmp_path / "q.jsonl"
+    qpath.write_text("".join(json.dumps(q) + "\n" for q in qs), encoding="utf-8")
+    cfg = tmp_path / "qwen.toml"
+    cfg.write_text(config_toml({**TEST_OVERRIDES, "pipeline": "preqrag", "classifier": {"name": "rules"},
+                                "llm": {"model": "qwen2.5-coder-0.5b"},
+                                "generator": {"max_new_tokens": 96, "max_passage_tokens": 200}}), encoding="utf-8")
+    out = tmp_path / "answers.jsonl"
+    env = {**os.environ, "PREQRAG_MODEL_DIR": str(qwen05b_gguf.parent)}
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qpath), "--index", str(small_index),
+                        "-o", str(out), "--config", str(cfg)], capture_output=True, text=True, timeout=1800, env=env)
+    assert r.returncode == 0, r.stderr[-3000:]
+    answers = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
+    traces = [Trace.model_validate_json(line) for line in out.with_name("answers.traces.jsonl").read_text().splitlines()]
+    assert len(answers) == 2 and len(traces) == 2
+    for a in answers:
+        assert a.answer.strip() and degenerate(a.answer) is None, a.answer
+    for t in traces:
+        assert not [f for f in t.fallbacks if "unparsable" in f or f.endswith(": empty")], t.fallbacks
+        assert t.plan.llm_outputs  # the rewrites / sub-questions came from the model

@@ -210,3 +210,23 @@ def test_server_refusing_response_format_is_one_clear_error(llama_server):
             PreQRAGRewriter(llm, RewriterConfig()).plan([MULTI], ["multi"])
     finally:
         llm.close()
+
+
+def test_degenerate_answers_detected_and_repaired():
+    from preqrag.answering import degenerate, repair_answer
+
+    loop = "The oil is not only effective but also very good for the environment. " * 5
+    assert degenerate(loop) == "repeated sentence x5"
+    assert degenerate("1. 1. 2. 3. 4. 5.") == "no words"
+    reworded = ("1. The proper way to use a MIG welder is to keep the wire pointed at the leading edge of the "
+                "molten pool. This is a crucial step. 2. 3. The correct way to use a MIG welder is to keep the "
+                "wire pointed at the leading edge of the molten pool.")
+    assert degenerate(reworded) == "repeated sentence x2"
+    assert degenerate("very good " * 40) == "repeated phrase"
+    fine = "SCADA controls plants. Attacks on SCADA can stop water supply, so protecting it matters."
+    assert degenerate(fine) is None and repair_answer("q", fine, ["p"]) == (fine, None)
+    text, why = repair_answer("q", reworded, ["p"])
+    assert text == ("The proper way to use a MIG welder is to keep the wire pointed at the leading edge of the "
+                    "molten pool. This is a crucial step.") and why.endswith("repeats removed")
+    text, why = repair_answer("what protects wood?", "1. 1. 2. 3.", ["Oil protects wood. Cats sleep."])
+    assert text == "Oil protects wood. Cats sleep." and why.endswith("extractive answer from passage [1] used")

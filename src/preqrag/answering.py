@@ -66,11 +66,24 @@ class ExtractiveGenerator:
 
 
 def _norm_sentence(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    """Lower-case letters and digits, single-spaced, without a leading list number ("2. ")."""
+    return " ".join(re.findall(r"[a-z0-9]+", re.sub(r"^\s*\d{1,2}\s*[.)]\s*", "", text.lower())))
 
 
 MIN_REPEATED_WORDS = 3
 """A sentence of fewer normalised words ("Yes.") may repeat without being a loop."""
+NEAR_DUPLICATE = 0.8
+"""Word-set Jaccard at which two sentences of 5+ words count as the same sentence reworded
+("The proper way ..." / "The correct way ...": a loop with one word changed)."""
+
+
+def _same(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    wa, wb = set(a.split()), set(b.split())
+    if len(wa) < 5 or len(wb) < 5:
+        return False
+    return len(wa & wb) / len(wa | wb) >= NEAR_DUPLICATE
 
 
 def degenerate(answer: str) -> str | None:
@@ -78,7 +91,8 @@ def degenerate(answer: str) -> str | None:
 
     * ``no words``: nothing but numbering, bullets and punctuation ("1. 1. 2. 3. 4. 5.");
     * ``repeated sentence xN``: a sentence of at least :data:`MIN_REPEATED_WORDS` words occurs
-      N >= 2 times (normalised: lower case, letters and digits only);
+      N >= 2 times (normalised: lower case, letters and digits, no leading list number; two
+      sentences of 5+ words with word-set Jaccard >= :data:`NEAR_DUPLICATE` count as the same);
     * ``repeated phrase``: a 4-word phrase occurs 3+ times and its repeats cover at least
       half the answer's words (a loop inside one long sentence).
     """
@@ -86,12 +100,18 @@ def degenerate(answer: str) -> str | None:
 
     if not re.findall(r"[A-Za-z]{2,}", answer):
         return "no words"
-    counts: dict[str, int] = {}
+    seen: list[list] = []  # [key, count]
     for sentence in split_sentences(answer):
         key = _norm_sentence(sentence)
-        if len(key.split()) >= MIN_REPEATED_WORDS:
-            counts[key] = counts.get(key, 0) + 1
-    worst = max(counts.values(), default=0)
+        if len(key.split()) < MIN_REPEATED_WORDS:
+            continue
+        for entry in seen:
+            if _same(entry[0], key):
+                entry[1] += 1
+                break
+        else:
+            seen.append([key, 1])
+    worst = max((n for _, n in seen), default=0)
     if worst >= 2:
         return f"repeated sentence x{worst}"
     tokens = _norm_sentence(answer).split()
@@ -107,21 +127,23 @@ def degenerate(answer: str) -> str | None:
 
 def repair_answer(question: str, answer: str, passages: list[str], max_words: int = 300) -> tuple[str, str | None]:
     """``(answer, fallback)``: the answer unchanged when it is not :func:`degenerate`; else its
-    sentences with repeats removed (first occurrences, in order) when that is no longer
-    degenerate and has 3+ words; else the extractive answer from the first passage
-    (:class:`ExtractiveGenerator`). ``fallback`` says what happened (None when nothing did)."""
+    sentences with repeats (and word-less pieces such as a bare "2.") removed, first occurrences
+    in order, when that is no longer degenerate and has 3+ words; else the extractive answer from
+    the first passage (:class:`ExtractiveGenerator`). ``fallback`` says what happened (None when
+    nothing did)."""
     from .ginger._text import split_sentences
 
     why = degenerate(answer)
     if why is None:
         return answer, None
-    seen: set[str] = set()
     kept: list[str] = []
+    keys: list[str] = []
     for sentence in split_sentences(answer):
         key = _norm_sentence(sentence)
-        if key and key not in seen:
-            seen.add(key)
-            kept.append(sentence)
+        if not re.search(r"[a-z]{2,}", key) or any(_same(k, key) for k in keys):
+            continue
+        keys.append(key)
+        kept.append(sentence)
     repaired = " ".join(kept)
     if len(re.findall(r"[A-Za-z]{2,}", repaired)) >= 3 and degenerate(repaired) is None:
         return truncate_words(repaired, max_words), f"generate: degenerate answer ({why}); repeats removed"

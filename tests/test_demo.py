@@ -1,0 +1,28 @@
+"""``preqrag demo`` (README's main job) end to end with the bundled models: every question is
+answered and no answer loops (issue 22: SmolLM2 repeated one sentence five times and wrote
+"1. 1. 2. 3. 4. 5." before looping answers were detected and repaired)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from preqrag.answering import degenerate
+
+
+@pytest.mark.slow
+def test_demo_answers_do_not_loop(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "demo", "--workdir", str(tmp_path)],
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stderr[-3000:]
+    answers = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
+    traces = {t["id"]: t for t in map(json.loads, (tmp_path / "answers.traces.jsonl").read_text().splitlines())}
+    assert len(answers) == 5 and set(traces) == {a["id"] for a in answers}
+    for a in answers:
+        assert a["answer"].strip() and degenerate(a["answer"]) is None, a["answer"]
+        assert a["answer"] in r.stdout  # what the user sees is the answer file's text
+        repaired = [f for f in traces[a["id"]]["fallbacks"] if f.startswith("generate: degenerate answer")]
+        assert len(repaired) <= 1  # a repair, when one was needed, is recorded in the trace
