@@ -68,6 +68,25 @@ def token_f1(prediction: str, reference: str) -> float:
     return 2 * precision * recall / (precision + recall)
 
 
+PLACEHOLDERS = {"--index": "IDX", "--cache-dir": "CACHE", "--config": "CONFIG"}
+"""Options whose machine paths are written as placeholders in the recorded command."""
+
+
+def placeholders(argv: list[str]) -> list[str]:
+    """``argv`` with the values of :data:`PLACEHOLDERS`' options replaced (``--index IDX``), so
+    that docs/bench holds no machine paths."""
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        key, eq, _ = a.partition("=")
+        if eq and key in PLACEHOLDERS:
+            out.append(f"{key}={PLACEHOLDERS[key]}")
+        elif i > 0 and argv[i - 1] in PLACEHOLDERS:
+            out.append(PLACEHOLDERS[argv[i - 1]])
+        else:
+            out.append(a if " " not in a and a else repr(a))
+    return out
+
+
 def fallback_kind(fallback: str) -> str:
     """What a trace fallback is: ``parse`` (the LLM reply did not parse: ``unparsable ...``,
     an ``empty`` reply), ``llm-error`` (the call failed), ``degenerate`` (a looping answer
@@ -161,7 +180,7 @@ def main(argv=None) -> int:
         "also a row for the LLM classifier's single/multi accuracy with this LLM"))
     ap.add_argument("-o", "--out", default="docs/bench/presets.json")
     args = ap.parse_args(argv)
-    command = "python bench/presets.py " + " ".join(argv or sys.argv[1:])
+    command = "python bench/presets.py " + " ".join(placeholders(argv or sys.argv[1:]))
 
     from rouge_score import rouge_scorer
 

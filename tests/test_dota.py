@@ -381,7 +381,7 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
         assert t.context_ids == t.rankings["final"][0].ids[:10]
         assert set(t.seconds) >= {"classify", "rewrite", "dense", "fusion", "bm25-prune", "rerank", "generate"}
         assert t.plan.rewriter == "dota" and len(t.plan.sub_queries) == 1
-        assert all(f.split(":")[0].split(" vote")[0] in {"rewrite", "route", "classify", "dense"} for f in t.fallbacks)
+        assert all(f.split(":")[0].split(" vote")[0] in {"rewrite", "route", "classify", "dense", "generate"} for f in t.fallbacks)
         # the votes are constrained to the 24 names: they parse (no 'no valid vote' fallback)
         assert not [f for f in t.fallbacks if "unparsable" in f or "no valid vote" in f], t.fallbacks
         routed = t.plan.sub_queries[0].filters.get("topic", [])

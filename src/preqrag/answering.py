@@ -13,15 +13,10 @@ import re
 from typing import TYPE_CHECKING
 
 from .config import GeneratorConfig
+from .generation import truncate_words
 
 if TYPE_CHECKING:
     from .generation import Generated
-
-
-def truncate_words(text: str, max_words: int) -> str:
-    """The first ``max_words`` whitespace-separated words (LiveRAG reads only the first 300)."""
-    words = text.split()
-    return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
 
 
 EXTRACTIVE_PROMPT = ("(extractive answer, no LLM call: the sentences of passage [1] that share the most content "

@@ -22,7 +22,7 @@ import re
 
 from .config import RewriterConfig
 from .records import QueryPlan, QuestionType, SubQuery
-from .llm.structured import chat_grouped, parse_json, string_field, string_list_field
+from .llm.structured import chars_for, chat_grouped, parse_json, string_field, string_list_field
 from .stages import LLM, LLMError
 
 SPARSE_PROMPT = """Rewrite the question as a short web search query for a keyword search engine.
@@ -63,17 +63,19 @@ more than a focused query needs, and short enough that the JSON reply closes wit
 reply budget (``rewriter.max_new_tokens`` tokens per query)."""
 
 
-def rewrite_schema(kind: str) -> dict:
+def rewrite_schema(kind: str, max_tokens: int = 128) -> dict:
     """JSON Schema of a ``sparse`` or ``dense`` rewrite: ``{"query": str}`` /
-    ``{"question": str}``, 3..:data:`MAX_QUERY_CHARS` characters."""
-    return string_field(REWRITE_KEYS[kind], min_length=3, max_length=MAX_QUERY_CHARS)
+    ``{"question": str}``, 3 characters up to :data:`MAX_QUERY_CHARS` or what ``max_tokens``
+    reply tokens hold (:func:`preqrag.llm.structured.chars_for`), so the reply closes in budget."""
+    return string_field(REWRITE_KEYS[kind], min_length=3, max_length=chars_for(max_tokens, MAX_QUERY_CHARS))
 
 
-def decompose_schema(n: int) -> dict:
-    """JSON Schema of a decomposition: ``{"sub_questions": [str] * n}``, each
-    3..:data:`MAX_QUERY_CHARS` characters (PreQRAG §2.2.2: ``n`` = 2)."""
+def decompose_schema(n: int, max_tokens_each: int = 128) -> dict:
+    """JSON Schema of a decomposition: ``{"sub_questions": [str] * n}`` (PreQRAG §2.2.2: ``n`` =
+    2), each 3 characters up to :data:`MAX_QUERY_CHARS` or what ``max_tokens_each`` tokens hold
+    (the call's budget is ``n * max_tokens_each``)."""
     return string_list_field(SUB_QUESTIONS_KEY, min_items=n, max_items=n, min_length=3,
-                             max_length=MAX_QUERY_CHARS)
+                             max_length=chars_for(max_tokens_each, MAX_QUERY_CHARS))
 
 
 _PREFIX = re.compile(r"^\s*(?:query|rewritten(?: question)?|search query|question|answer)\s*:\s*", re.I)
@@ -244,13 +246,13 @@ class PreQRAGRewriter:
             if t == "single" or not self.cfg.decompose:
                 for kind, prompt in (("sparse", SPARSE_PROMPT), ("dense", DENSE_PROMPT)):
                     requests.append([{"role": "user", "content": prompt.format(question=q)}])
-                    schemas.append(rewrite_schema(kind))
+                    schemas.append(rewrite_schema(kind, self.cfg.max_new_tokens))
                     budgets.append(self.cfg.max_new_tokens)
                     slots.append((i, kind))
             else:
                 n_subs[i] = self._n_sub(q)
                 requests.append([{"role": "user", "content": DECOMPOSE_PROMPT.format(question=q, n=n_subs[i])}])
-                schemas.append(decompose_schema(n_subs[i]))
+                schemas.append(decompose_schema(n_subs[i], self.cfg.max_new_tokens))
                 budgets.append(self.cfg.max_new_tokens * n_subs[i])
                 slots.append((i, "decompose"))
         replies = chat_grouped(self.llm, requests, schemas, budgets, temperature=0.0) if requests else []

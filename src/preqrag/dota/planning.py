@@ -40,7 +40,7 @@ from collections import Counter
 from ..config import DotaConfig
 from ..records import QueryPlan, QuestionType, SubQuery
 from ..rewriting import _clean_line, _content_words
-from ..llm.structured import parse_json, string_field
+from ..llm.structured import CHARS_PER_TOKEN, chars_for, parse_json, string_field
 from ..stages import LLM, LLMError
 from .topics import FACET, TOPIC_NAMES
 
@@ -76,19 +76,26 @@ REWRITE_FORMAT = '\nReply with JSON: {"rewritten": "<the corrected text>"}'
 REWRITE_KEY = "rewritten"
 
 
-def route_schema(namespaces: list[str], k: int = ROUTE_MAX_NAMESPACES) -> dict:
-    """A routing vote's reply schema: ``{"about": str (<= 120 chars), "namespaces": [1..k of
-    namespaces]}``."""
-    return {"type": "object",
-            "properties": {"about": {"type": "string", "minLength": 1, "maxLength": ROUTE_ABOUT_CHARS},
-                           "namespaces": {"type": "array", "items": {"type": "string", "enum": list(namespaces)},
-                                          "minItems": 1, "maxItems": min(k, len(namespaces))}},
-            "required": ["about", "namespaces"], "additionalProperties": False}
+def route_schema(namespaces: list[str], max_tokens: int = 128, k: int = ROUTE_MAX_NAMESPACES) -> dict:
+    """A routing vote's reply schema: ``{"about": str, "namespaces": [1..k' of namespaces]}``.
+
+    Fitted to ``max_tokens`` (``dota.route_max_new_tokens``): k' = as many names as fit (at least
+    1, at most ``k``; a name costs its characters / 2.5 + 4 tokens), and ``about`` gets what is
+    left, up to :data:`ROUTE_ABOUT_CHARS` characters, or is left out when fewer than 16 fit."""
+    per_name = int(max((len(n) for n in namespaces), default=8) / CHARS_PER_TOKEN) + 4
+    k = max(1, min(k, len(namespaces), (max_tokens - 16) // per_name))
+    about = chars_for(max_tokens - 16 - k * per_name, ROUTE_ABOUT_CHARS, overhead=8)
+    props: dict = {"namespaces": {"type": "array", "items": {"type": "string", "enum": list(namespaces)},
+                                  "minItems": 1, "maxItems": k}}
+    if about >= 16 and max_tokens - 16 - k * per_name > 8:
+        props = {"about": {"type": "string", "minLength": 1, "maxLength": about}, **props}
+    return {"type": "object", "properties": props, "required": list(props), "additionalProperties": False}
 
 
-def rewrite_schema(max_chars: int = 300) -> dict:
-    """The typo-fixing rewrite's reply schema: ``{"rewritten": str}`` of 3..``max_chars`` characters."""
-    return string_field(REWRITE_KEY, min_length=3, max_length=max_chars)
+def rewrite_schema(max_tokens: int = 128, max_chars: int = 300) -> dict:
+    """The typo-fixing rewrite's reply schema: ``{"rewritten": str}`` of 3 characters up to
+    ``max_chars`` or what ``max_tokens`` tokens hold."""
+    return string_field(REWRITE_KEY, min_length=3, max_length=chars_for(max_tokens, max_chars))
 
 
 def parse_route_reply(reply: str, namespaces: list[str]) -> tuple[list[str] | None, str | None]:
@@ -238,7 +245,7 @@ class NamespaceRouter:
         vote adds ``route vote V: <reason>``. One ``chat_many`` call per vote, over the batch.
         """
         requests = [self.messages(q) for q in questions]
-        schema = route_schema(self.namespaces)
+        schema = route_schema(self.namespaces, self.cfg.route_max_new_tokens)
         per_vote = [self.llm.chat_many(requests, max_tokens=self.cfg.route_max_new_tokens,
                                        temperature=self.cfg.route_temperature, seed=self.cfg.route_seed + v,
                                        schema=schema)
@@ -295,7 +302,7 @@ class DotaRewriter:
             [[{"role": "system", "content": REWRITE_PROMPT + REWRITE_FORMAT}, {"role": "user", "content": q}]
              for q in questions],
             max_tokens=self.cfg.rewrite_max_new_tokens, temperature=self.cfg.rewrite_temperature,
-            top_p=self.cfg.rewrite_top_p, schema=rewrite_schema()) if questions else []
+            top_p=self.cfg.rewrite_top_p, schema=rewrite_schema(self.cfg.rewrite_max_new_tokens)) if questions else []
         rewrites: list[str] = []
         fallbacks: list[list[str]] = []
         raws: list[dict[str, str]] = []

@@ -51,11 +51,14 @@ MAX_REWRITE_CHARS = 200
 """Longest rewrite in characters (the schema's ``maxLength``), as PreQRAG's rewrites."""
 
 
-def rewrites_schema(n: int) -> dict:
-    """The rewrite call's reply schema: ``{"rewrites": [str] * n}``, 3..200 characters each."""
-    from ..llm.structured import string_list_field
+def rewrites_schema(n: int, max_tokens_each: int = 128) -> dict:
+    """The rewrite call's reply schema: ``{"rewrites": [str] * n}``, each 3 characters up to
+    :data:`MAX_REWRITE_CHARS` or what ``max_tokens_each`` tokens hold (the call's budget is
+    ``n * max_tokens_each``)."""
+    from ..llm.structured import chars_for, string_list_field
 
-    return string_list_field(REWRITES_KEY, min_items=n, max_items=n, min_length=3, max_length=MAX_REWRITE_CHARS)
+    return string_list_field(REWRITES_KEY, min_items=n, max_items=n, min_length=3,
+                             max_length=chars_for(max_tokens_each, MAX_REWRITE_CHARS))
 
 
 def parse_rewrites_reply(reply: str, question: str, n: int, *, answer: str = "",
@@ -196,7 +199,7 @@ class GingerRewriter:
             [[{"role": "system", "content": REWRITE_SYSTEM},
               {"role": "user", "content": REWRITE_USER.format(n=n, query=q, answer=a) + REWRITES_FORMAT.format(n=n)}]
              for (q, _), a in zip(capped, usable)], max_tokens=max_tokens * n, temperature=0.0,
-            schema=rewrites_schema(n))
+            schema=rewrites_schema(n, max_tokens))
         plans = []
         for i, (q, t, reply) in enumerate(zip(questions, types, rewrites)):
             found: list[str] = []

@@ -42,6 +42,18 @@ and up to 20 indentation characters there; a small model then spends its token b
 indentation (and may never close the object), so the grammar is tightened to this."""
 
 
+CHARS_PER_TOKEN = 2.5
+"""Characters a reply token is assumed to carry when a string's ``maxLength`` is fitted to a
+token budget (:func:`chars_for`): English BPE averages ~4, so a bounded string closes within
+its budget unless the model spells out words nearly letter by letter."""
+
+
+def chars_for(tokens: int, cap: int, overhead: int = 8) -> int:
+    """The longest string (characters) a reply of ``tokens`` tokens can hold beside ``overhead``
+    tokens of JSON around it: ``(tokens - overhead) * CHARS_PER_TOKEN``, at least 8, at most ``cap``."""
+    return max(8, min(cap, int((tokens - overhead) * CHARS_PER_TOKEN)))
+
+
 def is_choice(schema: OutputSchema | None) -> bool:
     """True for a choice among strings (a list or tuple)."""
     return isinstance(schema, (list, tuple))
