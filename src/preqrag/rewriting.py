@@ -145,7 +145,13 @@ def parse_sub_questions(reply: str, question: str, n: int, max_length_ratio: flo
                 items.append(text)
     if len(items) < 2:
         return None, "unparsable"
-    items = items[:n]
+    return _checked_items(items[:n], question, max_length_ratio)
+
+
+def _checked_items(items: list[str], question: str, max_length_ratio: float) -> tuple[list[str] | None, str | None]:
+    """``(items, None)``, or ``(None, "too long")`` when an item has more words than
+    ``max(30, max_length_ratio * words(question))``, ``(None, "unrelated")`` when one shares no
+    content word with the question."""
     limit = max(30, max_length_ratio * len(question.split()))
     if any(len(i.split()) > limit for i in items):
         return None, "too long"
@@ -200,13 +206,7 @@ def parse_sub_questions_reply(reply: str, question: str, n: int,
             items.append(text)
     if len(items) < 2:
         return None, "repeated sub-questions" if len(raw) >= 2 else "fewer than two sub-questions"
-    items = items[:n]
-    limit = max(30, max_length_ratio * len(question.split()))
-    if any(len(i.split()) > limit for i in items):
-        return None, "too long"
-    if any(_unrelated(i, question) for i in items):
-        return None, "unrelated"
-    return items, None
+    return _checked_items(items[:n], question, max_length_ratio)
 
 
 class PreQRAGRewriter:

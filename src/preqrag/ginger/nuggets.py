@@ -88,11 +88,18 @@ def parse_nuggets(reply: str, passage: str, passage_index: int) -> tuple[list[Nu
     spans = _SPAN.findall(reply)
     if not spans:
         return [], ["no tags"]
+    return keep_verbatim([_TAG.sub("", span) for span in spans], passage, passage_index)
+
+
+def keep_verbatim(excerpts: list, passage: str, passage_index: int) -> tuple[list[Nugget], list[str]]:
+    """The excerpts found in ``passage`` as nuggets (each the passage's own span, in order), and
+    one reason per rejected excerpt: ``unparsable`` (no letter or digit, or not a string),
+    ``not in passage`` (the LLM altered the text), ``duplicate`` (the same span again)."""
     out: list[Nugget] = []
     rejected: list[str] = []
     seen: set[tuple[int, int]] = set()
-    for span in spans:
-        text = _TAG.sub("", span).strip()
+    for item in excerpts:
+        text = item.strip() if isinstance(item, str) else ""
         if not re.search(r"[A-Za-z0-9]", text):
             rejected.append("unparsable")
             continue
@@ -207,21 +214,4 @@ def parse_nugget_reply(reply: str, passage: str, passage_index: int) -> tuple[li
         return [], [f"unparsable: no {NUGGETS_KEY!r} list"]
     if not items:
         return [], ["no nuggets"]
-    out: list[Nugget] = []
-    rejected: list[str] = []
-    seen: set[tuple[int, int]] = set()
-    for item in items:
-        text = item.strip() if isinstance(item, str) else ""
-        if not re.search(r"[A-Za-z0-9]", text):
-            rejected.append("unparsable")
-            continue
-        where = locate(text, passage)
-        if where is None:
-            rejected.append("not in passage")
-            continue
-        if where in seen:
-            rejected.append("duplicate")
-            continue
-        seen.add(where)
-        out.append(Nugget(passage[where[0]:where[1]], passage_index, *where))
-    return out, rejected
+    return keep_verbatim(items, passage, passage_index)
