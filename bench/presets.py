@@ -93,7 +93,11 @@ def fallback_kind(fallback: str) -> str:
     repaired), ``cut`` (a prompt or question cut to fit) or ``sense`` (it parsed but made no
     sense: unrelated, too long, repeated, unknown namespace, ...)."""
     text = fallback.lower()
-    if "unparsable" in text or text.rstrip().endswith(": empty") or "no tags" in text:
+    # "unparsable" alone is also a per-line reason of GINGER's rewrite checks (a line with no
+    # letter or digit inside a reply that parsed): that one is sense
+    if ("unparsable json" in text or "unparsable: no" in text or "unparsable reply" in text
+            or text.rstrip().endswith(": empty") or "no tags" in text
+            or (text.rstrip().endswith(": unparsable") and not text.startswith("rewrites"))):
         return "parse"
     if "llm error" in text or "llm: error" in text:
         return "llm-error"

@@ -253,10 +253,11 @@ class RewriterConfig(_Section):
     max_length_ratio: float = Field(3.0, gt=0, description=(
         "An LLM rewrite longer than this many times the question (in words, minimum 30 words) "
         "is rejected and the original question used."))
-    max_new_tokens: int = Field(128, ge=8, description=(
-        "Reply budget in tokens per rewrite (a decomposition gets this per sub-question): room for the "
-        "JSON reply of a query of up to 200 characters (preqrag.rewriting.MAX_QUERY_CHARS), so that the "
-        "constrained reply closes before the budget ends."))
+    max_new_tokens: int = Field(256, ge=8, description=(
+        "Reply budget in tokens per rewrite (a decomposition, and GINGER's rewrites, get this per item): "
+        "an upper bound (a constrained reply stops when its JSON closes) with room for a query of up to 200 "
+        "characters (preqrag.rewriting.MAX_QUERY_CHARS) at one character per token, the worst case; a "
+        "smaller budget gets shorter query strings in the schema."))
 
 
 class RerankConfig(_Section):
@@ -382,12 +383,16 @@ class DotaConfig(_Section):
         "Vote v samples with seed route_seed + v where the backend takes a seed (in-process llama.cpp), "
         "so votes differ and runs repeat."))
     route_top_n: int = Field(2, ge=1, description="Namespaces searched: the most voted (§2.2: top two).")
-    route_max_new_tokens: int = Field(128, ge=8, description="Tokens per vote (the authors' code: 128).")
+    route_max_new_tokens: int = Field(160, ge=8, description=(
+        "Tokens per vote (the authors' code: 128, for free text): an upper bound for the JSON vote, whose "
+        "schema fits it (names and the 'about' text at one character per token)."))
     rewrite_temperature: float = Field(0.0, ge=0, description=(
         "Rewrite sampling temperature; §2.1 'low-temp' (the authors' code: 0.2 with top-p 0.1, near greedy)."))
     rewrite_top_p: float | None = Field(None, gt=0, le=1, description=(
         "Rewrite top-p (the authors' code: 0.1); null = llm.top_p."))
-    rewrite_max_new_tokens: int = Field(128, ge=8, description="Tokens of the rewrite (the authors' code: 128).")
+    rewrite_max_new_tokens: int = Field(320, ge=8, description=(
+        "Tokens of the rewrite (the authors' code: 128, for free text): an upper bound for the JSON reply, "
+        "room for a 300-character rewrite at one character per token."))
     prune_keep: int = Field(20, ge=1, description=(
         "Candidates the 'bm25-prune' rerank step keeps (§2.3: dense 100 -> BM25 top 20)."))
     context_tokens: int = Field(8000, ge=64, description=(

@@ -31,7 +31,7 @@ from typing import Any
 from .answering import answer_options, degenerate
 from .config import CIRConfig, GeneratorConfig
 from .generation import Generated, approx_tokens, fit_prompt, truncate_words
-from .llm.structured import chat_grouped
+from .llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
 from .stages import LLM, LLMError
 
 
@@ -73,7 +73,7 @@ OUTPUT_FORMAT = ('Reply with this JSON only: {"sentences": [{"text": "<one sente
 """Not in the paper: the JSON shape the parser reads. CIR gave few-shot examples and asked
 for JSON in the API call (§2.2) but published neither the examples nor the schema."""
 
-MAX_SENTENCE_CHARS = 240
+MAX_SENTENCE_CHARS = 200
 """Longest answer sentence in characters (the schema's ``maxLength``)."""
 
 
@@ -82,19 +82,19 @@ def cir_answer_schema(n_passages: int, max_new_tokens: int) -> dict:
     "ids": [id, ...]}]}`` where an id is one of the passage numbers 1..``n_passages`` (an
     ``enum``, so a constrained reply cannot cite a passage that is not in the input), each
     sentence 1..:data:`MAX_SENTENCE_CHARS` characters citing 0..3 passages, and at most as many
-    sentences as fit ``max_new_tokens`` (a sentence of 240 characters is ~60-80 tokens with its
-    JSON; a budget too small for one gets shorter sentences), so the reply closes before its
-    budget ends.
+    sentences as fit ``max_new_tokens`` at one character per token
+    (:data:`~preqrag.llm.structured.CHARS_PER_TOKEN`; a budget too small for one gets a shorter
+    sentence), so the reply closes before its budget ends.
 
     Raises:
         ValueError: ``n_passages < 1``.
     """
     if n_passages < 1:
         raise ValueError("a CIR answer schema needs at least one passage")
-    per_sentence = MAX_SENTENCE_CHARS // 3 + 16
+    per_sentence = int(MAX_SENTENCE_CHARS / CHARS_PER_TOKEN) + 24  # the text, its ids, the JSON around
     max_sentences = max(1, min(12, (max_new_tokens - 16) // per_sentence))
-    # a budget too small for one full sentence: shorter sentences (2 characters per token left)
-    max_chars = MAX_SENTENCE_CHARS if max_new_tokens - 16 >= per_sentence else max(8, (max_new_tokens - 32) * 2)
+    # a budget too small for one full sentence: a shorter sentence
+    max_chars = MAX_SENTENCE_CHARS if max_new_tokens - 16 >= per_sentence else chars_for(max_new_tokens, 200, 40)
     ids = {"type": "array", "items": {"type": "integer", "enum": list(range(1, n_passages + 1))},
            "minItems": 0, "maxItems": min(3, n_passages)}
     sentence = {"type": "object",
@@ -151,6 +151,9 @@ class ParsedAnswer:
     removed: int = 0
     fallback: str | None = None
     skipped: int = 0
+    cut: bool = False
+    """The reply was cut inside its sentence list (at the token budget); its complete sentences
+    were kept."""
 
 
 def _json_value(reply: str) -> Any:
@@ -197,10 +200,14 @@ def parse_cir_answer(reply: str, n_passages: int) -> ParsedAnswer:
         A :class:`ParsedAnswer`; ``fallback`` names the reason when no sentence could be
         read (no JSON, invalid JSON, wrong shape, no sentence).
     """
+    cut = False
     try:
         value = _json_value(reply)
     except ValueError as e:
-        return ParsedAnswer(fallback=f"unparsable JSON: {e}")
+        value = _complete_prefix(reply)
+        if value is None:
+            return ParsedAnswer(fallback=f"unparsable JSON: {e}")
+        cut = True
     items = _first(value, SENTENCE_KEYS) if isinstance(value, dict) else value
     if isinstance(value, dict) and items is None and _first(value, TEXT_KEYS) is not None:
         items = [value]  # a one-sentence answer given as a bare sentence object
@@ -229,7 +236,23 @@ def parse_cir_answer(reply: str, n_passages: int) -> ParsedAnswer:
     if not out.sentences:
         return ParsedAnswer(removed=out.removed, skipped=out.skipped,
                             fallback="unparsable JSON: no sentence with text")
+    out.cut = cut
     return out
+
+
+def _complete_prefix(reply: str) -> Any:
+    """The ``{"sentences": [...]}`` object of a reply cut inside its list (at the token budget):
+    the longest prefix ending at a sentence object's ``}`` that closes with ``]}`` into JSON
+    holding at least one sentence, else None."""
+    end = len(reply)
+    while (end := reply.rfind("}", 0, end)) > 0:
+        try:
+            value = json.loads(reply[:end + 1] + "]}")
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict) and isinstance(value.get("sentences"), list) and value["sentences"]:
+            return value
+    return None
 
 
 def join_sentences(sentences: list[tuple[str, list[int]]], max_words: int) -> tuple[str, list[tuple[str, list[int]]]]:
@@ -324,6 +347,9 @@ class CIRGenerator:
             else:
                 if parsed.skipped:
                     fallbacks.append(f"generate: {parsed.skipped} malformed sentence item(s) skipped")
+                if parsed.cut:
+                    fallbacks.append(f"generate: reply cut at the token budget ({self.cfg.max_new_tokens}); "
+                                     f"its {len(parsed.sentences)} complete sentence(s) kept")
                 sentences = parsed.sentences
                 why = degenerate(" ".join(t for t, _ in sentences))
                 if why is not None:  # a looping reply: each sentence once, in order

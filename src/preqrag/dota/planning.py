@@ -80,9 +80,9 @@ def route_schema(namespaces: list[str], max_tokens: int = 128, k: int = ROUTE_MA
     """A routing vote's reply schema: ``{"about": str, "namespaces": [1..k' of namespaces]}``.
 
     Fitted to ``max_tokens`` (``dota.route_max_new_tokens``): k' = as many names as fit (at least
-    1, at most ``k``; a name costs its characters / 2.5 + 4 tokens), and ``about`` gets what is
+    1, at most ``k``; a name costs its characters + 6 tokens), and ``about`` gets what is
     left, up to :data:`ROUTE_ABOUT_CHARS` characters, or is left out when fewer than 16 fit."""
-    per_name = int(max((len(n) for n in namespaces), default=8) / CHARS_PER_TOKEN) + 4
+    per_name = int(max((len(n) for n in namespaces), default=8) / CHARS_PER_TOKEN) + 6
     k = max(1, min(k, len(namespaces), (max_tokens - 16) // per_name))
     about = chars_for(max_tokens - 16 - k * per_name, ROUTE_ABOUT_CHARS, overhead=8)
     props: dict = {"namespaces": {"type": "array", "items": {"type": "string", "enum": list(namespaces)},

@@ -15,6 +15,7 @@ fallback; extractive, so still verbatim).
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -182,10 +183,12 @@ def nugget_schema(passage: str, count=None, max_tokens: int | None = None) -> tu
 
     count = count or (lambda text: (len(text) + 2) // 3)
     limit = max_tokens if max_tokens is not None else 1 << 30
-    excerpts = [e for e in candidate_excerpts(passage) if count(e) + 2 * NUGGET_ITEM_TOKENS <= limit]
+    # an excerpt costs the tokens of its JSON form (quotes, newlines and non-ASCII letters escaped)
+    cost = {e: count(json.dumps(e)) for e in candidate_excerpts(passage)}
+    excerpts = [e for e, n in cost.items() if n + 2 * NUGGET_ITEM_TOKENS <= limit]
     if not excerpts:
         return None
-    sizes = sorted((count(e) for e in excerpts), reverse=True)
+    sizes = sorted((cost[e] for e in excerpts), reverse=True)
     k, need = 0, NUGGET_ITEM_TOKENS
     while k < min(MAX_NUGGETS_PER_PASSAGE, len(sizes)) and need + sizes[k] + NUGGET_ITEM_TOKENS <= limit:
         need += sizes[k] + NUGGET_ITEM_TOKENS

@@ -42,15 +42,17 @@ and up to 20 indentation characters there; a small model then spends its token b
 indentation (and may never close the object), so the grammar is tightened to this."""
 
 
-CHARS_PER_TOKEN = 2.5
+CHARS_PER_TOKEN = 1.0
 """Characters a reply token is assumed to carry when a string's ``maxLength`` is fitted to a
-token budget (:func:`chars_for`): English BPE averages ~4, so a bounded string closes within
-its budget unless the model spells out words nearly letter by letter."""
+token budget (:func:`chars_for`): the worst case, not the average (~4 for English text),
+because a small model under a grammar can write one digit per token ("12345678901234...":
+SmolLM2 and Qwen tokenise digits one by one), and a string cut by the budget does not parse."""
 
 
 def chars_for(tokens: int, cap: int, overhead: int = 8) -> int:
-    """The longest string (characters) a reply of ``tokens`` tokens can hold beside ``overhead``
-    tokens of JSON around it: ``(tokens - overhead) * CHARS_PER_TOKEN``, at least 8, at most ``cap``."""
+    """The longest string (characters) a reply of ``tokens`` tokens is sure to hold beside
+    ``overhead`` tokens of JSON around it: ``(tokens - overhead) * CHARS_PER_TOKEN``, at least 8,
+    at most ``cap``. Budgets are upper bounds: a reply stops when its JSON closes."""
     return max(8, min(cap, int((tokens - overhead) * CHARS_PER_TOKEN)))
 
 
@@ -88,8 +90,31 @@ def grammar_text(schema: OutputSchema) -> str:
         return "root ::= " + " | ".join(_gbnf_literal(o) for o in options) + "\n"
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
-    text = json_schema_to_gbnf(json.dumps(schema))
-    return re.sub(r"(?m)^space ::= .*$", JSON_SPACE_RULE, text)
+    literals: dict[str, str] = {}
+
+    def mark(node):  # string enums become placeholders, written back below with exact escaping
+        if isinstance(node, dict):
+            out = {k: mark(v) for k, v in node.items()}
+            if isinstance(node.get("enum"), list) and all(isinstance(v, str) for v in node["enum"]):
+                out["enum"] = []
+                for v in node["enum"]:
+                    key = f"__preqrag_enum_{len(literals)}__"
+                    literals[key] = v
+                    out["enum"].append(key)
+            return out
+        if isinstance(node, list):
+            return [mark(v) for v in node]
+        return node
+
+    text = json_schema_to_gbnf(json.dumps(mark(schema)))
+    for key, value in literals.items():
+        # the converter does not escape backslashes, so a quote, a newline or a non-ASCII
+        # character in an enum value would break the grammar or let it emit invalid JSON
+        text = text.replace(f'"\\"{key}\\""', _gbnf_literal(json.dumps(value)))
+    text = re.sub(r"(?m)^space ::= .*$", JSON_SPACE_RULE, text)
+    # JSON forbids raw control characters inside strings; the converter's char rule allows them
+    # (a small model then writes a raw tab or newline that json.loads rejects)
+    return re.sub(r'(?m)^(char ::= )\[\^"\\\\\]', r'\1[^"\\\\\\x00-\\x1F\\x7F]', text)
 
 
 def openai_schema(schema: OutputSchema) -> dict:
