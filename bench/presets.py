@@ -17,7 +17,7 @@ A 135M LLM writes weak answers: the answer-level columns say little about the pr
 with a capable LLM, and the docs say so.
 
     python bench/presets.py --index IDX --questions ../shared/liverag-bench/dev.jsonl --sample 100 \\
-        --presets preqrag,preqrag-keep,hybrid --cache-dir /work/cache/presets -o docs/bench/presets.json
+        --presets preqrag,preqrag-keep,hybrid --cache-dir CACHE -o docs/bench/presets.json
 
 ``--retrieval-only`` skips generation (retrieval columns and seconds only). ``--head N`` keeps
 the first N questions of the fixed-seed sample (a nested subset: answer-level rows on the first

@@ -14,8 +14,8 @@ command), ``seconds_per_question_by_stage`` (mean over answered questions), the 
 configuration, the machine and the date.
 
 Usage:
-  python bench/throughput.py --index /work/idx/full \
-      --questions ../shared/liverag-bench/liverag_lcd_session1.jsonl -o /work/runs/lcd1/answers.jsonl \
+  python bench/throughput.py --index IDX \
+      --questions ../shared/liverag-bench/liverag_lcd_session1.jsonl -o OUT/answers.jsonl \
       [--config CFG] [--limit N] [--out docs/bench/throughput.json]
 
 The output answer file must not exist yet (a resumed run would not measure a full run).

@@ -81,6 +81,21 @@ def _same(a: str, b: str) -> bool:
     return len(wa & wb) / len(wa | wb) >= NEAR_DUPLICATE
 
 
+def first_occurrences(sentences: list[str]) -> list[int]:
+    """Indexes of the sentences to keep when removing a loop: each sentence's first occurrence
+    (repeats and near-duplicates by the rule of :func:`degenerate`), in order, without word-less
+    pieces such as a bare list number ("2.")."""
+    keys: list[str] = []
+    kept: list[int] = []
+    for i, sentence in enumerate(sentences):
+        key = _norm_sentence(sentence)
+        if not re.search(r"[a-z]{2,}", key) or any(_same(k, key) for k in keys):
+            continue
+        keys.append(key)
+        kept.append(i)
+    return kept
+
+
 def degenerate(answer: str) -> str | None:
     """Why ``answer`` is degenerate (a small model looping under greedy decoding), or None.
 
@@ -131,15 +146,8 @@ def repair_answer(question: str, answer: str, passages: list[str], max_words: in
     why = degenerate(answer)
     if why is None:
         return answer, None
-    kept: list[str] = []
-    keys: list[str] = []
-    for sentence in split_sentences(answer):
-        key = _norm_sentence(sentence)
-        if not re.search(r"[a-z]{2,}", key) or any(_same(k, key) for k in keys):
-            continue
-        keys.append(key)
-        kept.append(sentence)
-    repaired = " ".join(kept)
+    sentences = split_sentences(answer)
+    repaired = " ".join(sentences[i] for i in first_occurrences(sentences))
     if len(re.findall(r"[A-Za-z]{2,}", repaired)) >= 3 and degenerate(repaired) is None:
         return truncate_words(repaired, max_words), f"generate: degenerate answer ({why}); repeats removed"
     extractive = ExtractiveGenerator(max_words=max_words).answer(question, passages[0] if passages else "")

@@ -223,6 +223,16 @@ class LLMConfig(_Section):
         "Directory of the content-addressed LLM call cache (model + prompt + parameters); "
         "null = run.cache_dir (or no cache when that is null too)."))
 
+    def sampling(self, *, top_p: float | None = None, top_k: int | None = None,
+                 repeat_penalty: float | None = None) -> dict:
+        """A call's sampling settings: each given value, else this table's, leaving out what
+        neither sets (the backend's default then applies). Keys: ``top_p``, ``top_k``,
+        ``repeat_penalty``."""
+        out = {"top_p": top_p if top_p is not None else self.top_p,
+               "top_k": top_k if top_k is not None else self.top_k,
+               "repeat_penalty": repeat_penalty if repeat_penalty is not None else self.repeat_penalty}
+        return {k: v for k, v in out.items() if v is not None}
+
 
 class ClassifierConfig(_Section):
     """Question classification (PreQRAG §2.1, Table 1)."""

@@ -252,7 +252,8 @@ class Pipeline:
         given = [i for i, q in enumerate(questions) if self.cfg.run.use_given_candidates and has_candidates(q.extra)]
         if not given:
             return self._retrieve(questions)
-        rest = [i for i in range(len(questions)) if i not in set(given)]
+        given_set = set(given)
+        rest = [i for i in range(len(questions)) if i not in given_set]
         traces: dict[int, Trace] = dict(zip(given, self._given([questions[i] for i in given])))
         if rest:
             traces.update(zip(rest, self._retrieve([questions[i] for i in rest])))
@@ -414,13 +415,13 @@ class Pipeline:
             trace.seconds["generate"] = per_q
             trace.truncations = list(g[2])
             retrieved = bool(trace.context_ids)
-            n_kept = g[7] if len(g) > 7 else None
+            n_kept = getattr(g, "n_passages", None)
             if n_kept is not None and n_kept < len(trace.context_ids):
                 # passages dropped to fit the LLM's window (from the end): the answer lists only
                 # those the prompt held, numbered as in the prompt
                 trace.context_ids, ctx = trace.context_ids[:n_kept], ctx[:n_kept]
-            if len(g) > 6 and g[6] is not None:  # a generator's record of its steps (GINGER)
-                trace.generation = g[6]
+            if getattr(g, "details", None) is not None:  # a generator's record of its steps (GINGER)
+                trace.generation = g.details
             if len(g) > 3 and g[3] is not None:  # a generator that cites: numbers -> passage ids
                 trace.citations = [Citation(sentence=sent, passage_ids=[trace.context_ids[n - 1] for n in nums
                                                                         if 1 <= n <= len(trace.context_ids)])

@@ -22,7 +22,7 @@ import re
 
 from .config import RewriterConfig
 from .records import QueryPlan, QuestionType, SubQuery
-from .llm.structured import chars_for, chat_grouped, parse_json, string_field, string_list_field
+from .llm.structured import chars_for, chat_grouped, json_field, string_field, string_list_field
 from .stages import LLM, LLMError
 
 SPARSE_PROMPT = """Rewrite the question as a short web search query for a keyword search engine.
@@ -171,13 +171,9 @@ def parse_rewrite_reply(reply: str, kind: str, question: str,
         schema, or a reply cut at the token budget), or a check's reason (``too long``,
         ``unrelated``: it parsed but makes no sense).
     """
-    value, err = parse_json(reply)
+    text, err = json_field(reply, REWRITE_KEYS[kind], str)
     if err:
         return None, err
-    key = REWRITE_KEYS[kind]
-    text = value.get(key) if isinstance(value, dict) else None
-    if not isinstance(text, str):
-        return None, f"unparsable: no {key!r} field"
     return parse_rewrite(text, question, max_length_ratio)
 
 
@@ -193,12 +189,9 @@ def parse_sub_questions_reply(reply: str, question: str, n: int,
         ``unparsable JSON: ...``, ``unparsable: no "sub_questions" list``) or a sense reason
         (``repeated sub-questions``, ``too long``, ``unrelated``).
     """
-    value, err = parse_json(reply)
+    raw, err = json_field(reply, SUB_QUESTIONS_KEY, list)
     if err:
         return None, err
-    raw = value.get(SUB_QUESTIONS_KEY) if isinstance(value, dict) else None
-    if not isinstance(raw, list):
-        return None, f"unparsable: no {SUB_QUESTIONS_KEY!r} list"
     items: list[str] = []
     for x in raw:
         text = _clean_line(" ".join(x.split())) if isinstance(x, str) else ""

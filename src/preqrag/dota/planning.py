@@ -40,7 +40,7 @@ from collections import Counter
 from ..config import DotaConfig
 from ..records import QueryPlan, QuestionType, SubQuery
 from ..rewriting import _clean_line, _content_words
-from ..llm.structured import CHARS_PER_TOKEN, chars_for, parse_json, string_field
+from ..llm.structured import CHARS_PER_TOKEN, chars_for, json_field, parse_json, string_field
 from ..stages import LLM, LLMError
 from .topics import FACET, TOPIC_NAMES
 
@@ -314,11 +314,8 @@ class DotaRewriter:
                 text = None
             else:
                 raw["rewrite"] = reply
-                value, err = parse_json(reply)
-                text = value.get(REWRITE_KEY) if isinstance(value, dict) else None
-                if err or not isinstance(text, str):
-                    text, reason = None, err or f"unparsable: no {REWRITE_KEY!r} field"
-                else:
+                text, reason = json_field(reply, REWRITE_KEY, str)
+                if text is not None:
                     text, reason = parse_typo_rewrite(text, q, self.max_length_ratio)
                 if text is None:
                     fb.append(f"rewrite: {reason}")

@@ -180,7 +180,7 @@ class GingerGenerator:
                 schema, max_new = fit
                 requests.append((_messages(NUGGET_SYSTEM, NUGGET_USER.format(query=qtext, passage=ptext)
                                            + NUGGET_FORMAT), max_new, schema))
-                slots.append((qi, pi, ptext))
+                slots.append((qi, pi))
         return requests, slots, cuts
 
     def _chat(self, requests: list[tuple]) -> list[str | LLMError]:
@@ -224,7 +224,7 @@ class GingerGenerator:
         requests, slots, truncations = self._nugget_requests(questions, contexts, count, window)
         replies = self._chat(requests)
         nuggets: list[list[Nugget]] = [[] for _ in questions]
-        for (qi, pi, _), reply in zip(slots, replies):
+        for (qi, pi), reply in zip(slots, replies):
             if isinstance(reply, LLMError):
                 fallbacks[qi].append(f"nuggets: passage {pi + 1}: llm error: {reply}")
                 continue

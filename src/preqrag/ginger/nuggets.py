@@ -207,14 +207,11 @@ def parse_nugget_reply(reply: str, passage: str, passage_index: int) -> tuple[li
         ``(nuggets, rejected)``; ``rejected`` is ``["empty"]`` or ``["unparsable JSON: ..."]``
         when the reply did not parse, ``["no nuggets"]`` for an empty list.
     """
-    from ..llm.structured import parse_json
+    from ..llm.structured import json_field
 
-    value, err = parse_json(reply)
+    items, err = json_field(reply, NUGGETS_KEY, list)
     if err:
         return [], [err]
-    items = value.get(NUGGETS_KEY) if isinstance(value, dict) else None
-    if not isinstance(items, list):
-        return [], [f"unparsable: no {NUGGETS_KEY!r} list"]
     if not items:
         return [], ["no nuggets"]
     return keep_verbatim(items, passage, passage_index)

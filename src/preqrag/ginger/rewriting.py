@@ -67,14 +67,11 @@ def parse_rewrites_reply(reply: str, question: str, n: int, *, answer: str = "",
     through :func:`parse_rewrites`' checks as lines. ``rejected`` is ``["empty"]`` /
     ``["unparsable JSON: ..."]`` / ``["unparsable: no 'rewrites' list"]`` when it did not
     parse."""
-    from ..llm.structured import parse_json
+    from ..llm.structured import json_field
 
-    value, err = parse_json(reply)
+    items, err = json_field(reply, REWRITES_KEY, list)
     if err:
         return [], [err]
-    items = value.get(REWRITES_KEY) if isinstance(value, dict) else None
-    if not isinstance(items, list):
-        return [], [f"unparsable: no {REWRITES_KEY!r} list"]
     lines = [" ".join(x.split()) for x in items if isinstance(x, str)]
     return parse_rewrites("\n".join(lines), question, n, answer=answer, max_length_ratio=max_length_ratio)
 

@@ -8,8 +8,8 @@ import threading
 from ..config import LLMConfig
 from ..registry import resolve
 from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, chat_each
-from .structured import grammar_text, schema_key
 from ..timing import model_time
+from .structured import grammar_text, schema_key
 
 
 class LlamaCppLLM:
@@ -92,7 +92,9 @@ class LlamaCppLLM:
         ``repeat_penalty``: this call's sampling settings (None: ``[llm]``'s, else llama.cpp's
         defaults top_p 0.95, top_k 40, repeat_penalty 1.0)."""
         llm = self._load()
-        sampling = self.sampling(top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty)
+        sampling = self.cfg.sampling(top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty)
+        if self.cfg.min_p is not None:
+            sampling["min_p"] = self.cfg.min_p
         with self._lock:
             grammar = self._grammar(schema)
             try:
@@ -105,16 +107,6 @@ class LlamaCppLLM:
             except Exception as e:  # llama.cpp raises ValueError/RuntimeError
                 raise LLMError(f"llama-cpp: {type(e).__name__}: {e}") from e
         return out["choices"][0]["message"]["content"] or ""
-
-    def sampling(self, *, top_p: float | None = None, top_k: int | None = None,
-                 repeat_penalty: float | None = None) -> dict:
-        """The sampling keyword arguments of a call: the given values, else ``[llm]``'s, leaving
-        out what neither sets (llama.cpp's defaults then apply)."""
-        out = {"top_p": top_p if top_p is not None else self.cfg.top_p,
-               "top_k": top_k if top_k is not None else self.cfg.top_k,
-               "min_p": self.cfg.min_p,
-               "repeat_penalty": repeat_penalty if repeat_penalty is not None else self.cfg.repeat_penalty}
-        return {k: v for k, v in out.items() if v is not None}
 
     def chat_many(self, requests: list[list[dict]], *, max_tokens: int, temperature: float = 0.0,
                   **options) -> list[str | LLMError]:

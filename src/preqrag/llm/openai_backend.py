@@ -253,12 +253,9 @@ class OpenAICompatibleLLM:
         opts: dict = {"seed": 0 if seed is None else seed}
         if schema is not None:
             opts["response_format"] = response_format(schema, mode=cfg.structured_output)
-        top_p = top_p if top_p is not None else cfg.top_p
-        if top_p is not None:
-            opts["top_p"] = top_p
-        extra = {"top_k": top_k if top_k is not None else cfg.top_k,
-                 "repeat_penalty": repeat_penalty if repeat_penalty is not None else cfg.repeat_penalty}
-        extra = {k: v for k, v in extra.items() if v is not None}
+        extra = cfg.sampling(top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty)
+        if "top_p" in extra:
+            opts["top_p"] = extra.pop("top_p")
         if extra:
             opts["extra_body"] = extra
         return opts

@@ -12,8 +12,10 @@ Backends turn the schema into their own mechanism:
 * in-process llama.cpp: a GBNF grammar (:func:`grammar_text`: llama-cpp-python's own
   ``json_schema_to_gbnf`` converter for JSON Schemas; an alternation of literals for a
   choice) that masks every token that would leave the grammar;
-* OpenAI-compatible servers: ``response_format = {"type": "json_schema", ...}``
-  (:func:`response_format`; vLLM, SGLang, llama.cpp's server and OpenAI accept it). A choice
+* OpenAI-compatible servers: ``response_format`` (:func:`response_format`): ``{"type":
+  "json_schema", ...}``, which vLLM, SGLang, llama.cpp's llama-server and OpenAI accept, or
+  ``{"type": "json_object", "schema": ...}`` for llama-cpp-python's server (``[llm]
+  structured_output``). A choice
   is sent as an object ``{"choice": <enum>}`` and unwrapped (:func:`unwrap_reply`), since
   OpenAI's strict mode wants an object at the top.
 
@@ -77,8 +79,11 @@ def grammar_text(schema: OutputSchema) -> str:
 
     A choice becomes ``root ::= "a" | "b" | ...``; a JSON Schema goes through
     ``llama_cpp.llama_grammar.json_schema_to_gbnf`` (which supports ``enum``, ``minLength``
-    / ``maxLength``, ``minItems`` / ``maxItems``, ``required``), with the whitespace rule
-    replaced by :data:`JSON_SPACE_RULE`.
+    / ``maxLength``, ``minItems`` / ``maxItems``, ``required``), mended in three places: the
+    whitespace rule is :data:`JSON_SPACE_RULE`; string ``enum`` values are written as GBNF
+    literals here (the converter does not escape backslashes, so a quote, newline or non-ASCII
+    letter in a value broke the grammar); and strings exclude raw control characters (the
+    converter allows them, and JSON does not).
 
     Raises:
         ValueError: an empty choice, or a schema the converter rejects.
@@ -171,6 +176,20 @@ def parse_json(reply: str) -> tuple[Any, str | None]:
         return json.loads(reply), None
     except json.JSONDecodeError as e:
         return None, f"unparsable JSON: {e.msg} at char {e.pos}"
+
+
+def json_field(reply: str, key: str, kind: type) -> tuple[Any, str | None]:
+    """The field ``key`` of a JSON-object reply when it is a ``kind`` (``str`` or ``list``):
+    ``(value, None)``; else ``(None, reason)``: :func:`parse_json`'s ``empty`` / ``unparsable
+    JSON: ...``, or ``unparsable: no 'key' field`` (``str``) / ``list`` (``list``) for JSON without
+    it (a backend that ignored the schema)."""
+    value, err = parse_json(reply)
+    if err:
+        return None, err
+    field = value.get(key) if isinstance(value, dict) else None
+    if not isinstance(field, kind):
+        return None, f"unparsable: no {key!r} {'list' if kind is list else 'field'}"
+    return field, None
 
 
 def string_field(name: str, *, min_length: int = 1, max_length: int = 300) -> dict:
