@@ -18,7 +18,7 @@ import pytest
 
 from conftest import TEST_OVERRIDES, TCPProxy, config_toml
 from preqrag.config import ConfigError, LLMConfig, load_config
-from preqrag.ginger._text import split_sentences
+from preqrag.text import split_sentences
 from preqrag.deadline import (DeadlineController, ExtractiveGenerator, deadline_path, level_overrides,
                               level_pipelines, parse_deadline, resolve_deadline)
 from preqrag.llm.openai_backend import OpenAICompatibleLLM, retry_after_seconds

@@ -158,11 +158,11 @@ def test_bad_model_file_gives_a_clear_config_error(trained, tmp_path):
     tampered.write_text(json.dumps(edited))
     with pytest.raises(RankerFileError, match="hash mismatch"):
         LearnedRanker.load(tampered)
-    from preqrag.components import MERGERS, Context
+    from preqrag.components import Context, build
 
     cfg = load_config(cfg_path, {"merge": {"name": "learned", "model": str(bad)}})
     with pytest.raises(ConfigError, match="merge.model: .*bad.json"):
-        MERGERS["learned"](Context(cfg, None, None))
+        build("merge", "learned", Context(cfg))
 
 
 def test_cv_folds_never_share_a_gold_document(smoke_questions):

@@ -10,13 +10,11 @@ a fallback in the trace.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
+from .components import Context, register
 from .config import GeneratorConfig
-from .generation import truncate_words
-
-if TYPE_CHECKING:
-    from .generation import Generated
+from .stages import Generated
+from .text import content_words, split_sentences, truncate_words
 
 
 EXTRACTIVE_PROMPT = ("(extractive answer, no LLM call: the sentences of passage [1] that share the most content "
@@ -29,9 +27,9 @@ class ExtractiveGenerator:
     share the most content words (stemmed, stopwords removed; the BM25 analyser's stemmer and
     stopwords) with the question, in passage order, at most ``max_words`` words. Ties go to
     the earlier sentence; a passage without any sentence boundary is used whole (cut to
-    ``max_words``). Sentence split: :func:`preqrag.ginger._text.split_sentences`.
+    ``max_words``). Sentence split: :func:`preqrag.text.split_sentences`.
 
-    ``generate`` returns one :class:`~preqrag.generation.Generated` per question; its
+    ``generate`` returns one :class:`~preqrag.stages.Generated` per question; its
     ``final_prompt`` is :data:`EXTRACTIVE_PROMPT` (no prompt was sent anywhere).
     """
 
@@ -43,8 +41,6 @@ class ExtractiveGenerator:
 
     def answer(self, question: str, passage: str) -> str:
         """The extractive answer to ``question`` from ``passage`` ('' for an empty passage)."""
-        from .ginger._text import content_words, split_sentences
-
         sentences = split_sentences(passage)
         if not sentences:
             return truncate_words(passage, self.max_words)
@@ -53,9 +49,8 @@ class ExtractiveGenerator:
         chosen = sorted(order[:self.n_sentences])
         return truncate_words(" ".join(sentences[i] for i in chosen), self.max_words)
 
-    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[Generated]:
-        from .generation import Generated
-
+    def generate(self, questions: list[str], contexts: list[list[str]],
+                 extras: list[dict] | None = None) -> list[Generated]:
         return [Generated(EXTRACTIVE_PROMPT.format(question=q), self.answer(q, c[0] if c else ""), [])
                 for q, c in zip(questions, contexts)]
 
@@ -106,8 +101,6 @@ def degenerate(answer: str) -> str | None:
     * ``repeated phrase``: a 4-word phrase occurs 3+ times and its repeats cover at least
       half the answer's words (a loop inside one long sentence).
     """
-    from .ginger._text import split_sentences
-
     if not re.findall(r"[A-Za-z]{2,}", answer):
         return "no words"
     seen: list[list] = []  # [key, count]
@@ -141,8 +134,6 @@ def repair_answer(question: str, answer: str, passages: list[str], max_words: in
     in order, when that is no longer degenerate and has 3+ words; else the extractive answer from
     the first passage (:class:`ExtractiveGenerator`). ``fallback`` says what happened (None when
     nothing did)."""
-    from .ginger._text import split_sentences
-
     why = degenerate(answer)
     if why is None:
         return answer, None
@@ -160,3 +151,9 @@ def answer_options(cfg: GeneratorConfig) -> dict:
     out = {"temperature": cfg.temperature, "top_p": cfg.top_p, "top_k": cfg.top_k,
            "repeat_penalty": cfg.repeat_penalty}
     return {k: v for k, v in out.items() if v is not None}
+
+
+@register("generator", "extractive", reads=("generator", "deadline"))
+def _extractive(ctx: Context) -> ExtractiveGenerator:
+    """No LLM: passage 1's sentences closest to the question (the deadline's last level)."""
+    return ExtractiveGenerator(ctx.cfg.deadline.extractive_sentences, ctx.cfg.generator.max_words)

@@ -1,155 +1,185 @@
-"""Components by name: what each configuration name builds, for every pipeline slot.
+"""Components by name: one registry per pipeline slot.
 
-A builder takes the :class:`Context` (configuration, opened index, shared LLM) and returns
-the component; :meth:`preqrag.pipeline.Pipeline.from_config` looks every configured name
-up here, so an unknown name fails before the first question with the valid names listed.
-Adding a component is one function and one entry below (no plugin machinery).
+Every component (built-in or a user's) is registered next to its code with
+:func:`register`::
+
+    @register("generator", "echo", reads=("echo",), settings={"echo": EchoSettings})
+    def build_echo(ctx: Context) -> Generator:
+        return EchoGenerator(ctx.cfg.echo)
+
+* ``slot``: one of :data:`SLOTS` (the configuration field that names it is :data:`FIELDS`);
+* ``name``: the value that selects it in that field;
+* ``reads``: the configuration tables the component's settings come from (besides the
+  shared models): :meth:`preqrag.pipeline.Pipeline.derive` rebuilds the component when one of
+  them changed, and reuses it otherwise;
+* ``settings``: new configuration tables (``{table: pydantic model}``) the component brings;
+  :class:`preqrag.config.PipelineConfig` validates them (unknown keys fail with the field's
+  name) and ``preqrag config`` documents them.
+
+The built-in systems register on first lookup (:data:`BUILTIN`, imported by name so that the
+registry stays below them in the layers); a user's system registers when its module is
+imported, e.g. through ``imports = ["my_system"]`` at the top of the TOML
+(:func:`preqrag.config.load_config`). No plugin entry points: a system is a module.
+
+A builder takes the :class:`Context` (configuration, opened index, shared LLM, model pool)
+and returns the component without loading weights (Haystack's ``__init__`` / ``warm_up``
+split). Models used by several components are shared through :meth:`Context.shared`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import importlib
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
 from typing import Any
 
-from .config import PipelineConfig
-from .stages import LLM, Generator, RerankStep, Rewriter
+from pydantic import BaseModel
+
+from .config import PipelineConfig, register_table
+
+SLOTS: tuple[str, ...] = ("classifier", "rewriter", "fusion", "rerank", "merge", "generator")
+"""The pipeline's slots that components fill (:mod:`preqrag.pipeline`, in order)."""
+
+FIELDS: dict[str, str] = {
+    "classifier": "classifier.name", "rewriter": "rewriter.name", "fusion": "fusion.name",
+    "rerank": "rerank.chain", "merge": "merge.name", "generator": "generator.name"}
+"""The configuration field that names each slot's component (``rerank.chain``: a list)."""
+
+BUILTIN: tuple[str, ...] = (
+    "preqrag.classifiers", "preqrag.fusion", "preqrag.rewriting", "preqrag.generation",
+    "preqrag.answering", "preqrag.rerankers.steps", "preqrag.rerankers.mmr", "preqrag.learned.ranker",
+    "preqrag.generation_cir", "preqrag.dota", "preqrag.ginger.build")
+"""Modules that register the built-in components (PreQRAG, CIR, DoTA-RAG, GINGER, the
+baselines), imported on the first lookup."""
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One registered component: its ``slot``, ``name``, ``build(ctx)`` function, the
+    configuration tables it ``reads`` and the ``module`` that registered it."""
+
+    slot: str
+    name: str
+    build: Callable[["Context"], Any]
+    reads: tuple[str, ...]
+    module: str
+
+
+_REGISTRY: dict[str, dict[str, Registration]] = {slot: {} for slot in SLOTS}
+_loaded = False
+
+
+def register(slot: str, name: str, *, reads: tuple[str, ...] = (),
+             settings: dict[str, type[BaseModel]] | None = None) -> Callable:
+    """Decorator registering ``build(ctx)`` as component ``name`` of ``slot``.
+
+    Args:
+        slot: one of :data:`SLOTS`.
+        name: the name that selects it in the slot's configuration field (:data:`FIELDS`).
+        reads: configuration tables its settings come from (see the module docstring).
+        settings: new configuration tables the component brings, ``{table: model}`` (a pydantic
+            model whose fields have defaults); registered with
+            :func:`preqrag.config.register_table`.
+
+    Raises:
+        ValueError: unknown slot; ``name`` already registered in ``slot`` by another module;
+            a settings table that clashes with an existing one.
+    """
+    if slot not in _REGISTRY:
+        raise ValueError(f"register: unknown slot {slot!r}; slots: {', '.join(SLOTS)}")
+    for table, model in (settings or {}).items():
+        register_table(table, model)
+
+    def decorator(fn: Callable[["Context"], Any]) -> Callable[["Context"], Any]:
+        old = _REGISTRY[slot].get(name)
+        if old is not None and old.module != fn.__module__:
+            raise ValueError(f"register: {slot} {name!r} is already registered by {old.module}")
+        _REGISTRY[slot][name] = Registration(slot, name, fn, tuple(reads), fn.__module__)
+        return fn
+
+    return decorator
+
+
+def _ensure_builtin() -> None:
+    global _loaded
+    if not _loaded:
+        _loaded = True
+        for module in BUILTIN:
+            importlib.import_module(module)
+
+
+def names(slot: str) -> list[str]:
+    """The registered names of ``slot``, in registration order."""
+    _ensure_builtin()
+    return list(_REGISTRY[slot])
+
+
+def lookup(slot: str, name: str) -> Registration:
+    """The registration of ``name`` in ``slot``.
+
+    Raises:
+        ValueError: unknown name, naming the configuration field and the valid names.
+    """
+    _ensure_builtin()
+    entry = _REGISTRY[slot].get(name)
+    if entry is None:
+        raise ValueError(f"{FIELDS[slot]}: unknown component {name!r}; valid: {', '.join(_REGISTRY[slot])}")
+    return entry
+
+
+def build(slot: str, name: str, ctx: "Context") -> Any:
+    """``lookup(slot, name).build(ctx)`` (for ``rerank``, ``None`` means the step is off).
+
+    Raises:
+        ValueError: unknown ``name`` (see :func:`lookup`).
+    """
+    return lookup(slot, name).build(ctx)
+
+
+def tables_of(cfg: PipelineConfig, reads: tuple[str, ...]) -> dict:
+    """The settings a component reads, for comparing two configurations."""
+    data = cfg.model_dump()
+    return {t: data.get(t) for t in reads}
 
 
 @dataclass
 class Context:
-    """What builders share: ``cfg``, the opened ``index`` and the ``llm`` (one instance for
-    every component that needs one; it loads its weights once, at warm-up)."""
+    """What builders share.
+
+    Attributes:
+        cfg: the configuration.
+        index: the opened index (``None`` for components built without one).
+        llm: the LLM every component that needs one shares (``None``: built from ``[llm]``
+            on the first :meth:`get_llm`; its weights load at warm-up or first use).
+        pool: models shared by construction, keyed by (kind, name, settings) (see
+            :meth:`shared`); a pipeline derived from another keeps its pool.
+    """
 
     cfg: PipelineConfig
-    index: Any
-    llm: LLM
+    index: Any = None
+    llm: Any = None
+    pool: dict = field(default_factory=dict)
 
+    def get_llm(self):
+        """The shared LLM, built from ``[llm]`` on first use (no weights load here)."""
+        if self.llm is None:
+            from .llm import load_llm
 
-def _preqrag_rewriter(ctx: Context) -> Rewriter:
-    from .rewriting import PreQRAGRewriter
+            self.llm = load_llm(self.cfg.llm, cache_dir=self.cfg.run.cache_dir)
+        return self.llm
 
-    return PreQRAGRewriter(ctx.llm, ctx.cfg.rewriter)
+    def shared(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """``make()`` once per ``key`` (e.g. ``("cross-encoder", name, max_length, batch_size,
+        cache_dir)``): the GINGER pair scorer and the rerank chain's cross-encoder are one
+        model in memory, and a derived pipeline reuses the models of its parent."""
+        if key not in self.pool:
+            self.pool[key] = make()
+        return self.pool[key]
 
+    def reranker(self):
+        """The ``[reranker]`` cross-encoder (shared; ``None`` when ``reranker.name = 'none'``)."""
+        from .rerankers import load_reranker
 
-def _identity_rewriter(ctx: Context) -> Rewriter:
-    from .rewriting import IdentityRewriter
-
-    return IdentityRewriter()
-
-
-def _cross_encoder(ctx: Context) -> RerankStep | None:
-    from .rerankers import load_reranker
-    from .rerankers.steps import CrossEncoderStep
-
-    reranker = load_reranker(ctx.cfg.reranker, ctx.cfg.run.cache_dir)
-    return None if reranker is None else CrossEncoderStep(reranker, ctx.cfg.reranker.depth)
-
-
-def _mmr(ctx: Context) -> RerankStep:
-    from .rerankers.mmr import load_mmr_step
-
-    return load_mmr_step(ctx.cfg, ctx.index)
-
-
-def _cir_generator(ctx: Context) -> Generator:
-    from .generation_cir import CIRGenerator
-
-    return CIRGenerator(ctx.llm, ctx.cfg.generator, ctx.cfg.cir)
-
-
-def _dota_rewriter(ctx: Context) -> Rewriter:
-    from .dota import build_rewriter
-
-    return build_rewriter(ctx)
-
-
-def _bm25_prune(ctx: Context) -> RerankStep:
-    from .dota import build_prune_step
-
-    return build_prune_step(ctx)
-
-
-def _dota_generator(ctx: Context) -> Generator:
-    from .dota import build_generator
-
-    return build_generator(ctx)
-
-
-def _ginger_rewriter(ctx: Context) -> Rewriter:
-    from .ginger.build import build_rewriter
-
-    return build_rewriter(ctx)
-
-
-def _pairwise(ctx: Context) -> RerankStep:
-    from .ginger.build import build_pairwise_step
-
-    return build_pairwise_step(ctx)
-
-
-def _ginger_generator(ctx: Context) -> Generator:
-    from .ginger.build import build_generator
-
-    return build_generator(ctx)
-
-
-def _preqrag_generator(ctx: Context) -> Generator:
-    from .generation import LLMGenerator
-
-    return LLMGenerator(ctx.llm, ctx.cfg.generator)
-
-
-REWRITERS: dict[str, Callable[[Context], Rewriter]] = {
-    "preqrag": _preqrag_rewriter,
-    "none": _identity_rewriter,
-    "dota": _dota_rewriter,  # DoTA-RAG §2.1-2.2: typo fix + namespace routing ([dota])
-    "ginger": _ginger_rewriter,  # GINGER §3.1: original + n rewrites ([ginger])
-}
-"""``[rewriter] name`` → builder (plan slot)."""
-
-RERANK_STEPS: dict[str, Callable[[Context], RerankStep | None]] = {
-    "cross-encoder": _cross_encoder,
-    "mmr": _mmr,  # CIR §2.1: MMR diversification ([mmr])
-    "bm25-prune": _bm25_prune,  # DoTA-RAG §2.3: BM25 pruning to dota.prune_keep
-    "pairwise": _pairwise,  # GINGER §3.1: duoT5-style pairwise, sym-sum ([ginger])
-}
-"""``[rerank] chain`` entries → builder (``None``: the step is off, e.g. reranker.name = 'none')."""
-
-GENERATORS: dict[str, Callable[[Context], Generator]] = {
-    "preqrag": _preqrag_generator,
-    "cir": _cir_generator,  # CIR §2.2: expertise prompts, cited JSON answer ([cir])
-    "dota": _dota_generator,  # DoTA-RAG §2.4-2.5: 8k aggregation, Fig. 5 prompt
-    "ginger": _ginger_generator,  # GINGER §3.2-3.3: nuggets, clusters, summaries ([ginger])
-}
-"""``[generator] name`` → builder (generate slot)."""
-
-
-def _interleave_merge(ctx: Context):
-    from .learned.ranker import InterleaveMerge
-
-    return InterleaveMerge()
-
-
-def _learned_merge(ctx: Context):
-    from .learned.ranker import LearnedMerge
-
-    return LearnedMerge(ctx.cfg.merge.model)
-
-
-MERGERS: dict[str, Callable[[Context], Any]] = {
-    "interleave": _interleave_merge,  # PreQRAG §2.2.2: round-robin of the sub-queries' lists
-    "learned": _learned_merge,  # LightGBM LambdaMART over candidate documents ([merge] model)
-}
-"""``[merge] name`` → builder (merge slot)."""
-
-
-def build(registry: dict[str, Callable[[Context], Any]], field: str, name: str, ctx: Context) -> Any:
-    """``registry[name](ctx)``.
-
-    Raises:
-        ValueError: unknown ``name``, naming the configuration ``field`` and the valid names.
-    """
-    if name not in registry:
-        raise ValueError(f"{field}: unknown component {name!r}; valid: {', '.join(registry)}")
-    return registry[name](ctx)
+        r = self.cfg.reranker
+        return self.shared(("cross-encoder", r.name, r.max_length, r.batch_size, self.cfg.run.cache_dir),
+                           lambda: load_reranker(r, self.cfg.run.cache_dir))

@@ -11,6 +11,7 @@ where this machine allows; where they depart from it the field says why.
 
 from __future__ import annotations
 
+import importlib
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -146,7 +147,7 @@ class FusionConfig(_Section):
     (UiS-IAI@LiveRAG).
     """
 
-    name: Literal["union", "rrf"] = "union"
+    name: str = Field("union", description="A registered fusion (preqrag.components): 'union' or 'rrf'.")
     rrf_k: int = Field(60, ge=1)
 
 
@@ -287,7 +288,7 @@ class MergeConfig(_Section):
     ``preqrag train-ranker`` (:mod:`preqrag.learned`; docs/learned.md); documents by learned
     score, each document's passages best first."""
 
-    name: Literal["interleave", "learned"] = Field("interleave", description=(
+    name: str = Field("interleave", description=(
         "'interleave' (round-robin of the sub-queries' reranked lists) or 'learned' (a model from "
         "`preqrag train-ranker`, given in merge.model)."))
     model: str | None = Field(None, description=(
@@ -494,12 +495,37 @@ class DeadlineConfig(_Section):
         return levels
 
 
+_TABLES: dict[str, type[BaseModel]] = {}
+"""Tables brought by registered components (:func:`register_table`), beside the built-in ones."""
+
+
+def register_table(table: str, model: type[BaseModel]) -> None:
+    """Add configuration table ``[table]``, validated by ``model`` (every field with a default),
+    so that a component outside this module (:func:`preqrag.components.register`) owns its
+    settings: :class:`PipelineConfig` validates the table (unknown keys fail with the field's
+    name), fills its defaults when the file has none, and ``preqrag config`` prints it.
+
+    Raises:
+        ValueError: ``table`` is a built-in table or already registered with another model.
+    """
+    if table in PipelineConfig.model_fields:
+        raise ValueError(f"register_table: [{table}] is a built-in table")
+    old = _TABLES.get(table)
+    if old is not None and old is not model:
+        raise ValueError(f"register_table: [{table}] is already registered ({old.__module__}.{old.__name__})")
+    _TABLES[table] = model
+
+
 class PipelineConfig(_Section):
-    """The whole configuration; one table per stage.
+    """The whole configuration; one table per stage, plus the tables registered by components
+    (:func:`register_table`; unknown tables are errors as unknown keys are).
 
     ``pipeline`` names a preset (:data:`preqrag.presets.PRESETS`) whose settings are the
-    base; every table in the file overrides it.
+    base; every table in the file overrides it. ``imports`` names modules to import before
+    the file is validated (a user's system registering its components and tables).
     """
+
+    model_config = ConfigDict(extra="allow")
 
     pipeline: str = Field("hybrid", description=(
         "Preset loaded first (see preqrag.presets); anything else in the file overrides it. Default 'hybrid' "
@@ -526,6 +552,45 @@ class PipelineConfig(_Section):
     cir: CIRConfig = CIRConfig()
     run: RunConfig = RunConfig()
     deadline: DeadlineConfig = DeadlineConfig()
+    imports: list[str] = Field([], description=(
+        "Python modules imported before this file is validated: a system of your own registers its "
+        "components and settings tables there (preqrag.components.register), e.g. [\"my_system\"]."))
+
+    @model_validator(mode="before")
+    @classmethod
+    def _registered_tables(cls, data):
+        """Registered tables validated by their models (errors name ``table.field``); a table
+        that is neither built in nor registered is an error; missing ones get their defaults."""
+        if not isinstance(data, dict):
+            return data
+        out = dict(data)
+        for key, value in data.items():
+            if key in cls.model_fields:
+                continue
+            model = _TABLES.get(key)
+            if model is None:
+                known = [*[k for k in cls.model_fields if k not in ("pipeline", "imports")], *_TABLES]
+                raise ValueError(f"{key}: unknown table; tables: {', '.join(known)} (a component's own "
+                                 f"table is known once its module is imported: imports = [...])")
+            if not isinstance(value, model):
+                try:
+                    out[key] = model.model_validate(value)
+                except ValidationError as e:
+                    raise ValueError("; ".join(f"{key}.{'.'.join(map(str, err['loc']))}: {err['msg']}"
+                                               for err in e.errors())) from None
+        for table, model in _TABLES.items():
+            out.setdefault(table, model())
+        return out
+
+
+def import_modules(modules: list[str], where: str = "<config>") -> None:
+    """Import ``modules`` (the ``imports`` key), so that the components and tables they register
+    are known. Raises ConfigError naming the module that cannot be imported."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise ConfigError(f"{where}: imports: cannot import {name!r}: {e}") from e
 
 
 class ConfigError(ValueError):
@@ -564,6 +629,10 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None,
             data.setdefault(section, {}).update(values)
         else:
             data[section] = values
+    imports = data.get("imports", [])
+    if not isinstance(imports, list) or not all(isinstance(m, str) for m in imports):
+        raise ConfigError(f"{where}: imports: a list of module names")
+    import_modules(imports, where)
     name = pipeline or data.get("pipeline") or PipelineConfig.model_fields["pipeline"].default
     if not isinstance(name, str) or name not in PRESETS:
         raise ConfigError(f"{where}: pipeline: unknown preset {name!r}; presets: {', '.join(PRESETS)}")
@@ -579,7 +648,8 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None,
     try:
         return PipelineConfig.model_validate(merged)
     except ValidationError as e:
-        msgs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" for err in e.errors())
+        msgs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" if err["loc"]
+                         else str(err["msg"]).removeprefix("Value error, ") for err in e.errors())
         raise ConfigError(f"{where}: {msgs}") from e
 
 
@@ -587,6 +657,8 @@ def dump_config(cfg: PipelineConfig) -> str:
     """Render a configuration as TOML (every field, so it documents the defaults)."""
     field = PipelineConfig.model_fields["pipeline"]
     lines: list[str] = [f"# {field.description}", f"pipeline = {_toml_value(cfg.pipeline)}", ""]
+    field = PipelineConfig.model_fields["imports"]
+    lines += [f"# {field.description}", f"imports = {_toml_value(cfg.imports)}", ""]
     for section, model in cfg:
         if not isinstance(model, BaseModel):
             continue

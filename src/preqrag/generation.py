@@ -10,34 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
+from .components import Context, register
 from .config import GeneratorConfig
-from .records import GenerationDetails
-from .stages import LLM, LLMError
+from .text import approx_tokens, truncate_tokens, truncate_words  # noqa: F401  (re-exported)
+from .stages import LLM, Generated, LLMError
 
 CHAT_TEMPLATE_MARGIN = 32
 """Tokens reserved for the chat template around the user message (SmolLM2's adds ~10)."""
 
 
-def approx_tokens(text: str) -> int:
-    """A conservative token count for backends without a local tokenizer: one token per 3
-    characters (English BPE averages ~4 characters per token)."""
-    return (len(text) + 2) // 3
-
-
-def truncate_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
-    """The longest whitespace-word prefix of ``text`` with ``count(prefix) <= max_tokens``
-    (binary search over the number of words; ``count`` is called O(log words) times)."""
-    if count(text) <= max_tokens:
-        return text
-    words = text.split()
-    lo, hi = 0, len(words)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if count(" ".join(words[:mid])) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return " ".join(words[:lo])
 
 
 class FittedPrompt(NamedTuple):
@@ -155,34 +136,6 @@ def build_prompt(question: str, passages: list[str], prompt: str = "B") -> str:
     return f"{INSTRUCTIONS[prompt]}\n\nContext:\n{context}\n\nQuestion: {question}\nAnswer:"
 
 
-def truncate_words(text: str, max_words: int) -> str:
-    """The first ``max_words`` whitespace-separated words (LiveRAG reads only the first 300)."""
-    words = text.split()
-    return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
-
-
-class Generated(NamedTuple):
-    """One generated answer: the ``final_prompt`` sent, the ``answer`` (an LLMError when the
-    call failed), the ``truncations`` made to fit the LLM's window, and, for generators that
-    cite, ``citations`` (per answer sentence: the 1-based numbers of the context passages it
-    cites) and ``removed_citations`` (citations to numbers not in the context, dropped);
-    ``fallbacks``: what the generator fell back on (e.g. ``"generate: unparsable JSON ..."``),
-    appended to ``Trace.fallbacks`` by the pipeline."""
-
-    final_prompt: str
-    answer: str | LLMError
-    truncations: list[str]
-    citations: list[tuple[str, list[int]]] | None = None
-    removed_citations: int = 0
-    fallbacks: tuple[str, ...] = ()
-    details: GenerationDetails | None = None
-    """A generator's own record of how it built the answer (GINGER: nuggets, clusters, cluster
-    ranking, summaries, fluency pass); the pipeline puts it in ``Trace.generation``."""
-    n_passages: int | None = None
-    """How many context passages the prompt held (:attr:`FittedPrompt.n_passages`: the first
-    ``n_passages``; the others were dropped to fit the window). The pipeline keeps only those
-    in ``Trace.context_ids`` and the answer's ``passages``; ``None``: all of them."""
-
 
 class LLMGenerator:
     """Answers with an LLM, greedy decoding (Appendix B.2), at most ``max_new_tokens`` tokens.
@@ -199,7 +152,8 @@ class LLMGenerator:
         self.llm = llm
         self.cfg = cfg
 
-    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[Generated]:
+    def generate(self, questions: list[str], contexts: list[list[str]],
+                 extras: list[dict] | None = None) -> list[Generated]:
         llm = self.llm
         count = getattr(llm, "count_tokens", None) or approx_tokens
         window = int(getattr(llm, "context_window", None) or 4096)
@@ -221,3 +175,8 @@ class LLMGenerator:
             out.append(Generated(f.text, r, [f"generate: {t}" for t in f.truncations], n_passages=f.n_passages,
                                  fallbacks=fallbacks))
         return out
+
+
+@register("generator", "preqrag", reads=("generator", "llm"))
+def _preqrag(ctx: Context) -> LLMGenerator:
+    return LLMGenerator(ctx.get_llm(), ctx.cfg.generator)

@@ -30,6 +30,7 @@ from typing import Any
 
 from .answering import answer_options, degenerate
 from .config import CIRConfig, GeneratorConfig
+from .components import Context, register
 from .generation import Generated, approx_tokens, fit_prompt, truncate_words
 from .llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
 from .stages import LLM, LLMError
@@ -297,11 +298,9 @@ class CIRGenerator:
     skipped malformed sentence items are noted. A failed LLM call → the LLMError as the
     answer (the pipeline records the question's failure).
 
-    ``accepts_extras = True``: the pipeline passes each question's ``extra`` fields.
     """
 
     name = "cir"
-    accepts_extras = True
 
     def __init__(self, llm: LLM, cfg: GeneratorConfig, cir: CIRConfig):
         self.llm = llm
@@ -360,3 +359,8 @@ class CIRGenerator:
             out.append(Generated(f.text, answer, truncations, cites, parsed.removed, tuple(fallbacks),
                                  n_passages=f.n_passages))
         return out
+
+
+@register("generator", "cir", reads=("generator", "cir", "llm"))
+def _cir(ctx: Context) -> CIRGenerator:
+    return CIRGenerator(ctx.get_llm(), ctx.cfg.generator, ctx.cfg.cir)

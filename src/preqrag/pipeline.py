@@ -37,16 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .config import PipelineConfig
-from .fusion import load_fusion
-from .components import GENERATORS, MERGERS, RERANK_STEPS, REWRITERS, Context, build
-from .index import Index
 from .candidates import has_candidates, read_candidates
+from .components import Context, build, lookup, tables_of
+from .config import PipelineConfig
 from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
                       Ranking, SubQuery, Trace)
-from .rerankers.steps import CrossEncoderStep
-from .stages import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generator, LLMError, RerankStep,
-                     Rewriter, StageError)
+from .stages import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generated, Generator, LLMError, Merger,
+                     RerankStep, Rewriter, StageError)
 
 
 def _isolated(items: list, run_batch: Callable[[list], list["Outcome"]],
@@ -96,28 +93,33 @@ def load_rerank_chain(ctx: Context) -> list[RerankStep]:
     Raises:
         ValueError: an unknown step name (the message lists the valid ones).
     """
-    steps = [build(RERANK_STEPS, "rerank.chain", name, ctx) for name in ctx.cfg.rerank.chain]
+    steps = [build("rerank", name, ctx) for name in ctx.cfg.rerank.chain]
     return [s for s in steps if s is not None]
 
 
 class Pipeline:
-    """The slot sequence over an opened :class:`~preqrag.index.Index`.
+    """The slot sequence over an opened index (:class:`~preqrag.index.Index`, or a
+    :class:`~preqrag.milvus.MilvusIndex`).
 
     Args:
         index: the index to retrieve from.
         cfg: the configuration.
         classifier, rewriter, fusion, rerank_chain (possibly empty), generator: the
-            components; :meth:`from_config` builds them from ``cfg``.
+            components; :meth:`from_config` builds them from ``cfg`` through the registry
+            (:mod:`preqrag.components`).
         llm: the LLM shared by the components that need one (loaded once, at
             :meth:`warm_up` or first use).
+        merge: the merge slot (:class:`~preqrag.stages.Merger`; default ``interleave``).
+        ctx: the builders' :class:`~preqrag.components.Context` (its model pool is shared by
+            :meth:`derive`); default: a new one over ``index``, ``cfg`` and ``llm``.
+        learned_models: identities of the trained models the components use (recorded in
+            every trace); default: from ``cfg`` and ``merge`` (:func:`preqrag.learned.guard.learned_models`).
     """
 
-    def __init__(self, index: Index, cfg: PipelineConfig, classifier: Classifier, rewriter: Rewriter,
+    def __init__(self, index, cfg: PipelineConfig, classifier: Classifier, rewriter: Rewriter,
                  fusion: Fusion, rerank_chain: list[RerankStep], generator: Generator,
-                 llm: LLM | None = None, merge=None):
-        from .learned.guard import learned_models
-        from .learned.ranker import InterleaveMerge
-
+                 llm: LLM | None = None, merge: Merger | None = None, *, ctx: Context | None = None,
+                 learned_models: list[dict[str, str]] | None = None):
         self.index = index
         self.cfg = cfg
         self.classifier = classifier
@@ -126,11 +128,16 @@ class Pipeline:
         self.rerank_chain = list(rerank_chain)
         self.generator = generator
         self.llm = llm
-        self.merge = merge if merge is not None else InterleaveMerge()  # the merge slot ([merge] name)
-        self.learned_models = learned_models(cfg, self.merge)  # recorded in traces (preqrag.learned.guard)
+        self.ctx = ctx if ctx is not None else Context(cfg, index, llm)
+        self.merge = merge if merge is not None else build("merge", "interleave", self.ctx)
+        if learned_models is None:
+            from .learned.guard import learned_models as identities
+
+            learned_models = identities(cfg, self.merge)
+        self.learned_models = learned_models  # recorded in traces (preqrag.learned.guard)
 
     @classmethod
-    def from_config(cls, index_dir: str | Path, cfg: PipelineConfig, llm: LLM | None = None) -> "Pipeline":
+    def from_config(cls, index_dir: str | Path | None, cfg: PipelineConfig, llm: LLM | None = None) -> "Pipeline":
         """Open the index and build every component named in ``cfg`` (no weights load yet).
 
         Args:
@@ -138,27 +145,28 @@ class Pipeline:
 
         Raises:
             IndexOpenError: index missing or built with another embedder.
-            ValueError: an unknown component name.
+            ValueError: an unknown component name (naming the field and the valid names), or
+                components that cannot work with this index or configuration.
         """
-        from .classifiers import load_classifier
-        from .llm import load_llm
+        from .index import Index
 
         index = Index.open(index_dir, cfg)
-        if llm is None:
-            llm = load_llm(cfg.llm, cache_dir=cfg.run.cache_dir)
         ctx = Context(cfg, index, llm)
-        return cls(index, cfg, load_classifier(cfg, llm), build(REWRITERS, "rewriter.name", cfg.rewriter.name, ctx),
-                   load_fusion(cfg.fusion), load_rerank_chain(ctx),
-                   build(GENERATORS, "generator.name", cfg.generator.name, ctx), llm,
-                   merge=build(MERGERS, "merge.name", cfg.merge.name, ctx))
+        ctx.get_llm()
+        parts = {slot: build(slot, getattr(getattr(cfg, slot), "name"), ctx)
+                 for slot in ("classifier", "rewriter", "fusion", "generator", "merge")}
+        return cls(index, cfg, parts["classifier"], parts["rewriter"], parts["fusion"], load_rerank_chain(ctx),
+                   parts["generator"], ctx.llm, merge=parts["merge"], ctx=ctx)
 
     def derive(self, overrides: dict, *, generator: Generator | None = None) -> "Pipeline":
         """A pipeline with some settings changed that shares this one's loaded models.
 
-        The index (retrievers, embedder), the LLM, the fusion and the rerankers' models are
-        shared; a component whose configuration table changed is rebuilt from the new
-        configuration (builders load no weights), a cross-encoder step is re-made with the new
-        ``reranker.depth`` around the same loaded cross-encoder. Used by
+        Each component is rebuilt when a configuration table it reads (its registration's
+        ``reads``, :func:`preqrag.components.register`) or its name changed, and reused
+        otherwise; rebuilt components get their models from the same model pool
+        (:meth:`preqrag.components.Context.shared`), so a cross-encoder step re-made with a new
+        ``reranker.depth`` scores with the already loaded cross-encoder. The index (retrievers,
+        embedder) is shared; the LLM too, unless ``[llm]`` changed. Used by
         :mod:`preqrag.deadline` for its degradation levels.
 
         Args:
@@ -170,8 +178,6 @@ class Pipeline:
             pydantic.ValidationError: an override is not a valid setting.
             ValueError: an override names an unknown component.
         """
-        from .classifiers import load_classifier
-
         data = self.cfg.model_dump()
         for section, values in overrides.items():
             if isinstance(values, dict):
@@ -179,27 +185,36 @@ class Pipeline:
             else:
                 data[section] = values
         cfg = PipelineConfig.model_validate(data)
-        ctx = Context(cfg, self.index, self.llm)
-        classifier = (self.classifier if cfg.classifier == self.cfg.classifier
-                      else load_classifier(cfg, self.llm))
-        planning = {"rewriter", "dota", "ginger"}  # the tables rewriters read
-        rewriter = (self.rewriter if cfg.model_dump(include=planning) == self.cfg.model_dump(include=planning)
-                    else build(REWRITERS, "rewriter.name", cfg.rewriter.name, ctx))
-        chain = [CrossEncoderStep(s.reranker, cfg.reranker.depth)
-                 if isinstance(s, CrossEncoderStep) and s.depth != cfg.reranker.depth else s
-                 for s in self.rerank_chain]
+        llm = self.llm if cfg.llm == self.cfg.llm else None
+        ctx = Context(cfg, self.index, llm, pool=self.ctx.pool)
+
+        def same(slot: str, old_name: str, new_name: str) -> bool:
+            reads = lookup(slot, new_name).reads
+            return old_name == new_name and tables_of(cfg, reads) == tables_of(self.cfg, reads)
+
+        def keep_or_build(slot: str, current):
+            old, new = getattr(self.cfg, slot).name, getattr(cfg, slot).name
+            return current if same(slot, old, new) else build(slot, new, ctx)
+
+        classifier = keep_or_build("classifier", self.classifier)
+        rewriter = keep_or_build("rewriter", self.rewriter)
+        fusion = keep_or_build("fusion", self.fusion)
+        merge = keep_or_build("merge", self.merge)
         if generator is None:
-            generator = (self.generator if cfg.generator == self.cfg.generator
-                         else build(GENERATORS, "generator.name", cfg.generator.name, ctx))
-        merge = self.merge if cfg.merge == self.cfg.merge else build(MERGERS, "merge.name", cfg.merge.name, ctx)
-        return type(self)(self.index, cfg, classifier, rewriter, self.fusion, chain, generator, self.llm,
-                          merge=merge)
+            generator = keep_or_build("generator", self.generator)
+        if list(cfg.rerank.chain) == list(self.cfg.rerank.chain) and all(
+                same("rerank", n, n) for n in cfg.rerank.chain):
+            chain = self.rerank_chain
+        else:
+            chain = load_rerank_chain(ctx)  # steps that are off are left out, as in from_config
+        return type(self)(self.index, cfg, classifier, rewriter, fusion, chain, generator, ctx.llm,
+                          merge=merge, ctx=ctx)
 
     @property
     def reranker(self):
         """The cross-encoder of the rerank chain, or None (kept for callers of the old API)."""
         for step in self.rerank_chain:
-            if isinstance(step, CrossEncoderStep):
+            if getattr(step, "name", None) == "cross-encoder":
                 return step.reranker
         return None
 
@@ -405,30 +420,27 @@ class Pipeline:
         context = [self._context(q, t) for q, t in zip(questions, traces)]
         contexts = [[text for text, _ in c] for c in context]
         t0 = time.perf_counter()
-        extra = {"extras": [q.extra for q in questions]} if getattr(self.generator, "accepts_extras", False) else {}
-        generated = _run_stage("generate", lambda: self.generator.generate([q.question for q in questions], contexts,
-                                                                           **extra))
+        generated: list[Generated] = _run_stage("generate", lambda: self.generator.generate(
+            [q.question for q in questions], contexts, [q.extra for q in questions]))
         per_q = round((time.perf_counter() - t0) / len(questions), 4)
         outcomes = []
         for q, trace, g, ctx in zip(questions, traces, generated, context):
-            prompt, answer = g[0], g[1]
+            prompt, answer = g.final_prompt, g.answer
             trace.seconds["generate"] = per_q
-            trace.truncations = list(g[2])
+            trace.truncations = list(g.truncations)
             retrieved = bool(trace.context_ids)
-            n_kept = getattr(g, "n_passages", None)
-            if n_kept is not None and n_kept < len(trace.context_ids):
+            if g.n_passages is not None and g.n_passages < len(trace.context_ids):
                 # passages dropped to fit the LLM's window (from the end): the answer lists only
                 # those the prompt held, numbered as in the prompt
-                trace.context_ids, ctx = trace.context_ids[:n_kept], ctx[:n_kept]
-            if getattr(g, "details", None) is not None:  # a generator's record of its steps (GINGER)
+                trace.context_ids, ctx = trace.context_ids[:g.n_passages], ctx[:g.n_passages]
+            if g.details is not None:  # a generator's record of its steps (GINGER)
                 trace.generation = g.details
-            if len(g) > 3 and g[3] is not None:  # a generator that cites: numbers -> passage ids
+            if g.citations is not None:  # a generator that cites: numbers -> passage ids
                 trace.citations = [Citation(sentence=sent, passage_ids=[trace.context_ids[n - 1] for n in nums
                                                                         if 1 <= n <= len(trace.context_ids)])
-                                   for sent, nums in g[3]]
-                trace.removed_citations = int(g[4])
-            if len(g) > 5:  # what the generator fell back on (e.g. CIR: unparsable JSON)
-                trace.fallbacks.extend(g[5])
+                                   for sent, nums in g.citations]
+                trace.removed_citations = int(g.removed_citations)
+            trace.fallbacks.extend(g.fallbacks)  # what the generator fell back on (e.g. CIR: unparsable JSON)
             if isinstance(answer, LLMError):
                 outcomes.append(Outcome(q, trace=trace, failure=Failure(
                     id=q.id, question=q.question, error=str(answer), stage="generate")))

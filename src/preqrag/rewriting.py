@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 
+from .components import Context, register
 from .config import RewriterConfig
 from .records import QueryPlan, QuestionType, SubQuery
 from .llm.structured import chars_for, chat_grouped, json_field, string_field, string_list_field
@@ -299,3 +300,13 @@ class IdentityRewriter:
     def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]:
         return [QueryPlan(question_type=t, rewriter=self.name, sub_queries=[SubQuery(text=q, sparse=q, dense=q)])
                 for q, t in zip(questions, types)]
+
+
+@register("rewriter", "preqrag", reads=("rewriter", "llm"))
+def _preqrag(ctx: Context) -> PreQRAGRewriter:
+    return PreQRAGRewriter(ctx.get_llm(), ctx.cfg.rewriter)
+
+
+@register("rewriter", "none")
+def _none(ctx: Context) -> IdentityRewriter:
+    return IdentityRewriter()

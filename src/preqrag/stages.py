@@ -9,12 +9,13 @@ All batch methods take and return lists of equal length, in input order.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, Union, runtime_checkable
 
 import numpy as np
 
-from .records import Classification, QueryPlan, QuestionType, Ranking
+from .records import Classification, GenerationDetails, QueryPlan, QuestionType, Ranking
 
 
 class LLMError(RuntimeError):
@@ -33,6 +34,11 @@ PROGRAMMING_ERRORS: tuple[type[BaseException], ...] = (
 """Exceptions that signal a bug or a configuration that cannot work, not bad data or a failed
 model call: the pipeline lets them surface at once instead of retrying question by question
 and recording failures."""
+
+
+class FilterUnsupported(UnsupportedFeature):
+    """A retriever backend asked to filter that cannot (see :class:`Retriever`): the
+    configuration routes queries to namespaces (DoTA-RAG) over an index that has none."""
 
 
 class StageError(RuntimeError):
@@ -136,13 +142,32 @@ class Encoder(Protocol):
     def count_tokens(self, text: str) -> int: ...
 
 
+Filters = dict[str, list[str]]
+"""A metadata filter: field → allowed values (a passage passes when, for every field, its
+value is one of the listed ones), e.g. ``{"topic": ["health", "science"]}`` for DoTA-RAG's
+routed namespaces. ``{}`` filters nothing."""
+
+
 @runtime_checkable
 class Retriever(Protocol):
-    """Top-k passage retrieval for a batch of queries."""
+    """Top-k passage retrieval for a batch of queries (Haystack's ``run(query, filters, top_k)``,
+    batched).
+
+    Every backend (BM25, dense, Milvus) takes the same arguments:
+
+    * ``queries``: ``n`` query texts;
+    * ``k``: the depth of each ranking (top-k);
+    * ``filters``: ``None`` (nothing filtered) or ``n`` :data:`Filters`, one per query.
+
+    Returns ``n`` :class:`~preqrag.records.Ranking` (best first; fewer than ``k`` ids when
+    fewer passages match). Raises :class:`FilterUnsupported` when a non-empty filter names a
+    field the backend's index does not hold.
+    """
 
     name: str
 
-    def search(self, queries: list[str], k: int) -> list[Ranking]: ...
+    def search(self, queries: list[str], k: int,
+               filters: Sequence[Filters] | None = None) -> list[Ranking]: ...
 
 
 @runtime_checkable
@@ -165,14 +190,74 @@ class Reranker(Protocol):
         ...
 
 
+@dataclass
+class Generated:
+    """One generated answer, read by field name by the pipeline.
+
+    Attributes:
+        final_prompt: the prompt sent (the LiveRAG ``final_prompt``).
+        answer: the answer text, or the LLMError when the call failed (the pipeline records
+            the question's failure).
+        truncations: what was cut to fit the LLM's window (``"generate: ..."`` notes).
+        citations: for generators that cite, per answer sentence ``(sentence, [1-based
+            numbers of the context passages it cites])``; ``None``: the generator does not cite.
+        removed_citations: citations to numbers outside the context, dropped.
+        fallbacks: what the generator fell back on (e.g. ``"generate: unparsable JSON ..."``),
+            appended to ``Trace.fallbacks``.
+        details: a multi-step generator's record of how it built the answer (GINGER: nuggets,
+            clusters, cluster ranking, summaries, fluency pass), put in ``Trace.generation``.
+        n_passages: how many context passages the prompt held (the first ``n_passages``; the
+            others were dropped to fit the window); the pipeline keeps only those in
+            ``Trace.context_ids`` and the answer's ``passages``. ``None``: all of them.
+    """
+
+    final_prompt: str
+    answer: str | LLMError
+    truncations: list[str] = field(default_factory=list)
+    citations: list[tuple[str, list[int]]] | None = None
+    removed_citations: int = 0
+    fallbacks: tuple[str, ...] = ()
+    details: GenerationDetails | None = None
+    n_passages: int | None = None
+
+
 @runtime_checkable
 class Generator(Protocol):
-    """Writes the grounded answer; returns ``(final_prompt, answer, truncations)`` per
-    question (:class:`preqrag.generation.Generated`)."""
+    """Writes the grounded answer: one :class:`Generated` per question.
+
+    ``contexts[i]`` are question ``i``'s passage texts in importance order; ``extras[i]`` its
+    input record's extra fields (e.g. a TREC request's ``user_expertise``, CIR §2.2), or
+    ``None`` when the caller has none. A failed LLM call is returned as the answer (an
+    LLMError), not raised.
+    """
 
     name: str
 
-    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[tuple[str, str | LLMError, list[str]]]: ...
+    def generate(self, questions: list[str], contexts: list[list[str]],
+                 extras: list[dict] | None = None) -> list[Generated]: ...
+
+
+@runtime_checkable
+class Merger(Protocol):
+    """The merge slot: one final passage ranking per question from its sub-queries' rankings.
+
+    Args of :meth:`merge` (``n`` questions):
+
+    * ``questions``: the question texts;
+    * ``classifications``: the classifier's outputs;
+    * ``rankings``: per question, trace key (``sparse``, ``dense``, ``merged``, a rerank
+      step's key) → one uncut Ranking per sub-query;
+    * ``finals``: per question, the rerank chain's output per sub-query.
+
+    Returns per question ``(final ranking, extra trace rankings)`` (extra: trace key →
+    rankings, e.g. the learned merge's document ranking; ``{}`` for none).
+    """
+
+    name: str
+
+    def merge(self, questions: Sequence[str], classifications: Sequence[Classification | None],
+              rankings: Sequence[dict[str, list[Ranking]]], finals: Sequence[Sequence[Ranking]]
+              ) -> list[tuple[Ranking, dict[str, list[Ranking]]]]: ...
 
 
 @runtime_checkable

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ..components import Context, build, register
 from ..stages import LLM, Classifier
 from .combined import CombinedClassifier
 from .learned import LearnedClassifier
@@ -27,6 +28,26 @@ CLASSIFIER_NAMES: tuple[str, ...] = ("learned", "rules", "llm", "combined")
 """Valid values of ``cfg.classifier.name``."""
 
 
+@register("classifier", "learned", reads=("classifier",))
+def _learned(ctx: Context) -> Classifier:
+    return LearnedClassifier(ctx.cfg.classifier.model_path)
+
+
+@register("classifier", "rules", reads=("classifier",))
+def _rules(ctx: Context) -> Classifier:
+    return RulesClassifier()
+
+
+@register("classifier", "llm", reads=("classifier", "llm"))
+def _llm(ctx: Context) -> Classifier:
+    return LLMClassifier(ctx.get_llm())
+
+
+@register("classifier", "combined", reads=("classifier", "llm"))
+def _combined(ctx: Context) -> Classifier:
+    return CombinedClassifier(ctx.get_llm())
+
+
 def load_classifier(cfg: "PipelineConfig", llm: LLM | None = None) -> Classifier:
     """Build the classifier named by ``cfg.classifier.name`` (nothing is loaded yet).
 
@@ -39,20 +60,9 @@ def load_classifier(cfg: "PipelineConfig", llm: LLM | None = None) -> Classifier
         A :class:`preqrag.stages.Classifier`.
 
     Raises:
-        ValueError: unknown name (the message lists the valid names).
+        ValueError: unknown name (the message names ``classifier.name`` and lists the valid names).
     """
-    name = cfg.classifier.name
-    if name == "learned":
-        return LearnedClassifier(cfg.classifier.model_path)
-    if name == "rules":
-        return RulesClassifier()
-    if name in ("llm", "combined"):
-        if llm is None:
-            from ..llm import load_llm
-
-            llm = load_llm(cfg.llm, cache_dir=cfg.run.cache_dir)  # builds the client; weights load on use
-        return LLMClassifier(llm) if name == "llm" else CombinedClassifier(llm)
-    raise ValueError(f"unknown classifier {name!r}; valid names: {', '.join(CLASSIFIER_NAMES)}")
+    return build("classifier", cfg.classifier.name, Context(cfg, llm=llm))
 
 
 __all__ = [

@@ -18,8 +18,8 @@ Deviations and their reasons: docs/presets.md, section ``dota``.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
+from ..components import Context, register
 from .planning import DotaRewriter, NamespaceRouter, count_votes, parse_boxed
 from .prune import BM25PruneStep
 from .topics import FACET, TOPICS, load_topics
@@ -52,8 +52,9 @@ class RoutedDotaRewriter(DotaRewriter):
         return super().plan(questions, types)
 
 
-def build_rewriter(ctx: Any) -> DotaRewriter:
-    """Builder of rewriter ``dota`` (:data:`preqrag.components.REWRITERS`).
+@register("rewriter", "dota", reads=("dota", "rewriter", "retrieval", "llm"))
+def build_rewriter(ctx: Context) -> DotaRewriter:
+    """Builder of rewriter ``dota``: typo fix + namespace routing (DoTA-RAG §2.1-2.2, ``[dota]``).
 
     Raises:
         ValueError: routing is on (``dota.route``) but the pipeline cannot apply it: no dense
@@ -71,21 +72,23 @@ def build_rewriter(ctx: Any) -> DotaRewriter:
         if cfg.retrieval.use_sparse:
             raise ValueError("dota.route restricts dense retrieval only (DoTA-RAG §2.3: dense first stage); "
                              "set retrieval.use_sparse = false, or dota.route = false")
-        return RoutedDotaRewriter(ctx.llm, cfg.dota, ctx.index, route=True,
+        return RoutedDotaRewriter(ctx.get_llm(), cfg.dota, ctx.index, route=True,
                                   max_length_ratio=cfg.rewriter.max_length_ratio)
-    return DotaRewriter(ctx.llm, cfg.dota, route=False, max_length_ratio=cfg.rewriter.max_length_ratio)
+    return DotaRewriter(ctx.get_llm(), cfg.dota, route=False, max_length_ratio=cfg.rewriter.max_length_ratio)
 
 
-def build_prune_step(ctx: Any) -> BM25PruneStep:
-    """Builder of rerank step ``bm25-prune`` (:data:`preqrag.components.RERANK_STEPS`)."""
+@register("rerank", "bm25-prune", reads=("dota",))
+def build_prune_step(ctx: Context) -> BM25PruneStep:
+    """Builder of rerank step ``bm25-prune``: BM25 pruning to ``dota.prune_keep`` (DoTA-RAG §2.3)."""
     if getattr(ctx.index, "passage_ids", None) is None:
         raise ValueError("rerank step bm25-prune scores candidates with the embedded bm25s index; it is not "
                          "available with [index] backend = \"milvus\"")
     return BM25PruneStep(ctx.index.sparse, ctx.cfg.dota.prune_keep)
 
 
-def build_generator(ctx: Any):
-    """Builder of generator ``dota`` (:data:`preqrag.components.GENERATORS`)."""
+@register("generator", "dota", reads=("generator", "dota", "llm"))
+def build_generator(ctx: Context):
+    """Builder of generator ``dota``: 8k-token aggregation, Fig. 5 prompt (DoTA-RAG §2.4-2.5)."""
     from .generation import DotaGenerator
 
-    return DotaGenerator(ctx.llm, ctx.cfg.generator, ctx.cfg.dota)
+    return DotaGenerator(ctx.get_llm(), ctx.cfg.generator, ctx.cfg.dota)

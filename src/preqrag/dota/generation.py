@@ -102,7 +102,8 @@ class DotaGenerator:
         self.cfg = cfg
         self.dota = dota
 
-    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[Generated]:
+    def generate(self, questions: list[str], contexts: list[list[str]],
+                 extras: list[dict] | None = None) -> list[Generated]:
         llm = self.llm
         count = getattr(llm, "count_tokens", None) or approx_tokens
         window = int(getattr(llm, "context_window", None) or 4096)

@@ -1,19 +1,32 @@
-"""Merging the rankings of one query (one module per method, as in ranx)."""
+"""Merging the rankings of one query (one module per method, as in ranx), and the default merge
+slot (round-robin interleaving of sub-queries' rankings).
+
+Registered components: fusion ``union`` (PreQRAG §2.3) and ``rrf`` (Cormack et al., SIGIR 2009;
+GINGER), merge ``interleave`` (PreQRAG §2.2.2).
+"""
 
 from __future__ import annotations
 
-from ..config import FusionConfig
-from ..stages import Fusion
-from .interleave import interleave, interleave_ids
+from ..components import Context, register
+from ..stages import Fusion, Merger
+from .interleave import InterleaveMerge, interleave, interleave_ids
 from .rrf import RRFFusion
 from .union import UnionFusion
 
 
-def load_fusion(cfg: FusionConfig) -> Fusion:
-    """``union`` (PreQRAG authors' merge) or ``rrf`` (reciprocal rank fusion)."""
-    if cfg.name == "rrf":
-        return RRFFusion(k=cfg.rrf_k)
+@register("fusion", "union", reads=("fusion",))
+def _union(ctx: Context) -> Fusion:
     return UnionFusion()
 
 
-__all__ = ["load_fusion", "UnionFusion", "RRFFusion", "interleave", "interleave_ids"]
+@register("fusion", "rrf", reads=("fusion",))
+def _rrf(ctx: Context) -> Fusion:
+    return RRFFusion(k=ctx.cfg.fusion.rrf_k)
+
+
+@register("merge", "interleave", reads=("merge",))
+def _interleave(ctx: Context) -> Merger:
+    return InterleaveMerge()
+
+
+__all__ = ["UnionFusion", "RRFFusion", "interleave", "interleave_ids", "InterleaveMerge"]

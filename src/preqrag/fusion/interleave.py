@@ -31,3 +31,15 @@ def interleave(rankings: list[Ranking]) -> Ranking:
     """
     ids = interleave_ids([r.ids for r in rankings])
     return Ranking(ids=ids, scores=[1.0 / (i + 1) for i in range(len(ids))])
+
+
+class InterleaveMerge:
+    """The default merge slot (:class:`~preqrag.stages.Merger`): a single sub-query's ranking as
+    is, several interleaved round-robin (:func:`interleave`; PreQRAG §2.2.2). No extra trace
+    rankings."""
+
+    name = "interleave"
+
+    def merge(self, questions, classifications, rankings, finals):
+        """See :class:`~preqrag.stages.Merger`; returns ``(final, {})`` per question."""
+        return [(f[0] if len(f) == 1 else interleave(list(f)), {}) for f in finals]

@@ -1,40 +1,46 @@
-"""Builders of the GINGER components from the shared :class:`preqrag.components.Context`
-(registered in :mod:`preqrag.components`: rewriter ``ginger``, rerank step ``pairwise``,
-generator ``ginger``)."""
+"""The GINGER components (Łajewska et al., SIGIR 2025 LiveRAG, arXiv 2506.22210), registered
+in :mod:`preqrag.components`: rewriter ``ginger`` (§3.1), rerank step ``pairwise`` (§3.1),
+generator ``ginger`` (§3.2-3.3)."""
 
 from __future__ import annotations
 
+from ..components import Context, register
 from .generator import GingerGenerator
 from .pairwise import PairScorer, PairwiseStep, load_pair_scorer
 from .rewriting import GingerRewriter
 
-_SCORER_ATTR = "_ginger_pair_scorer"
+
+def shared_pair_scorer(ctx: Context) -> PairScorer:
+    """The pair scorer of ``[ginger] pairwise_model``, one per Context model pool, shared by the
+    pairwise rerank step and the generator's cluster ranking. The offline ``cross-encoder``
+    scorer uses the ``[reranker]`` cross-encoder of the pool: the rerank chain's model (and
+    its score cache), not a second copy."""
+    g = ctx.cfg.ginger
+
+    def make() -> PairScorer:
+        reranker = ctx.reranker() if g.pairwise_model == "cross-encoder" else None
+        return load_pair_scorer(g.pairwise_model, reranker, g.pairwise_batch_size)
+
+    r = ctx.cfg.reranker
+    key = ("ginger-pair-scorer", g.pairwise_model, g.pairwise_batch_size,
+           (r.name, r.max_length, r.batch_size, ctx.cfg.run.cache_dir) if g.pairwise_model == "cross-encoder" else None)
+    return ctx.shared(key, make)
 
 
-def shared_pair_scorer(ctx) -> PairScorer:
-    """The pair scorer of ``[ginger] pairwise_model``, built once per Context and shared by the
-    pairwise rerank step and the generator's cluster ranking (one model in memory). The offline
-    ``cross-encoder`` scorer uses the ``[reranker]`` cross-encoder (its score cache included)."""
-    scorer = getattr(ctx, _SCORER_ATTR, None)
-    if scorer is None:
-        reranker = None
-        if ctx.cfg.ginger.pairwise_model == "cross-encoder":
-            from ..rerankers import load_reranker
-
-            reranker = load_reranker(ctx.cfg.reranker, ctx.cfg.run.cache_dir)
-        scorer = load_pair_scorer(ctx.cfg.ginger.pairwise_model, reranker, ctx.cfg.ginger.pairwise_batch_size)
-        setattr(ctx, _SCORER_ATTR, scorer)
-    return scorer
+@register("rewriter", "ginger", reads=("ginger", "rewriter", "llm"))
+def build_rewriter(ctx: Context) -> GingerRewriter:
+    """Original + n rewrites (GINGER §3.1, App. B.1; ``[ginger]``)."""
+    return GingerRewriter(ctx.get_llm(), ctx.cfg.ginger, ctx.cfg.rewriter)
 
 
-def build_rewriter(ctx) -> GingerRewriter:
-    return GingerRewriter(ctx.llm, ctx.cfg.ginger, ctx.cfg.rewriter)
-
-
-def build_pairwise_step(ctx) -> PairwiseStep:
+@register("rerank", "pairwise", reads=("ginger", "reranker"))
+def build_pairwise_step(ctx: Context) -> PairwiseStep:
+    """duoT5-style pairwise reranking of the ``ginger.pairwise_top_k`` head, sym-sum (GINGER §3.1)."""
     return PairwiseStep(shared_pair_scorer(ctx), ctx.cfg.ginger.pairwise_top_k)
 
 
-def build_generator(ctx) -> GingerGenerator:
+@register("generator", "ginger", reads=("ginger", "generator", "reranker", "llm"))
+def build_generator(ctx: Context) -> GingerGenerator:
+    """Nuggets, clusters, cluster summaries, fluency pass (GINGER §3.2-3.3, App. B.2-B.3)."""
     encoder = getattr(ctx.index, "encoder", None)
-    return GingerGenerator(ctx.llm, ctx.cfg.ginger, ctx.cfg.generator, encoder, lambda: shared_pair_scorer(ctx))
+    return GingerGenerator(ctx.get_llm(), ctx.cfg.ginger, ctx.cfg.generator, encoder, lambda: shared_pair_scorer(ctx))

@@ -42,7 +42,7 @@ from ..config import GeneratorConfig, GingerConfig
 from ..generation import CHAT_TEMPLATE_MARGIN, Generated
 from ..records import ClusterRecord, FluencyRecord, GenerationDetails, NuggetRecord, SummaryRecord
 from ..stages import LLM, LLMError
-from ._text import cap_tokens, content_words, llm_window, split_sentences, token_counter
+from ..text import cap_tokens, content_words, llm_window, split_sentences, token_counter
 from .clustering import cluster_nuggets, embed_texts
 from ..llm.structured import chat_grouped
 from .nuggets import (NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, Nugget, fallback_nugget, nugget_schema,
@@ -212,7 +212,8 @@ class GingerGenerator:
         return sorted(clusters, key=lambda c: (c.passages[0], -len(c.nuggets)))
 
     # ---------------------------------------------------------------- generate
-    def generate(self, questions: list[str], contexts: list[list[str]]) -> list[GingerGenerated]:
+    def generate(self, questions: list[str], contexts: list[list[str]],
+                 extras: list[dict] | None = None) -> list[GingerGenerated]:
         """One :class:`GingerGenerated` per question; ``citations`` number the context passages
         from 1. Never raises for LLM trouble (fallbacks are recorded)."""
         count = token_counter(self.llm)

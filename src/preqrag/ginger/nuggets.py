@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._text import content_words, split_sentences
+from ..text import content_words, split_sentences
 
 # Appendix B.2, verbatim.
 NUGGET_SYSTEM = ("You are given a query and a relevant passage. Your task is to pinpoint and annotate the succinct "

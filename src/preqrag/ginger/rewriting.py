@@ -30,7 +30,7 @@ import re
 from ..config import GingerConfig, RewriterConfig
 from ..records import QueryPlan, QuestionType, SubQuery
 from ..stages import LLM, LLMError
-from ._text import cap_tokens, content_words, token_counter
+from ..text import cap_tokens, content_words, token_counter
 
 # Appendix B.1, verbatim (the number of rewrites, 3 in the paper, is ``{n}``).
 ANSWER_SYSTEM = ("You are a knowledgeable question answering AI that can answer a wide range of queries either in "

@@ -26,7 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from ..components import Context, register
 from ..config import ConfigError
+from ..fusion.interleave import InterleaveMerge  # noqa: F401  (the default merge; re-exported)
 from ..io import atomic_write_text
 from ..records import Classification, Ranking
 from .features import FEATURE_NAMES, FEATURE_VERSION, Candidates, baseline_final, extract
@@ -278,12 +280,7 @@ class LearnedMerge:
         return out
 
 
-class InterleaveMerge:
-    """The default merge: a single sub-query's ranking as is, several interleaved round-robin
-    (:func:`preqrag.fusion.interleave`; PreQRAG §2.2.2)."""
-
-    name = "interleave"
-
-    def merge(self, questions, classifications, rankings, finals):
-        """Same signature as :meth:`LearnedMerge.merge`; no extra trace rankings."""
-        return [(baseline_final(f), {}) for f in finals]
+@register("merge", "learned", reads=("merge",))
+def _learned(ctx: Context) -> LearnedMerge:
+    """Candidate documents ranked by a LightGBM LambdaMART model (``merge.model``)."""
+    return LearnedMerge(ctx.cfg.merge.model)

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ..components import Context, register
 from ..records import Ranking
 
 TokenizeFn = Callable[[list[str]], list[list[str]]]
@@ -276,7 +277,7 @@ def _encoder(index, cfg):
 
 def load_mmr_step(cfg, index) -> MMRStep:
     """The ``mmr`` step of ``cfg.mmr`` over ``index`` (used by
-    :data:`preqrag.components.RERANK_STEPS`). Jaccard terms come from the index's BM25
+    registered as rerank step ``mmr``). Jaccard terms come from the index's BM25
     tokeniser (``cfg.bm25``); cosine vectors from :func:`index_passage_vectors`."""
     from ..retrieval.bm25 import tokenize as bm25_tokenize
 
@@ -300,3 +301,8 @@ def load_mmr_step(cfg, index) -> MMRStep:
             query_vectors = encode_queries
     return MMRStep(m.lambda_, m.similarity, m.top_j, m.relevance, tokenize=tokenize,
                    passage_vectors=passage_vectors, query_vectors=query_vectors)
+
+
+@register("rerank", "mmr", reads=("mmr", "bm25", "embedder"))
+def _mmr(ctx: Context) -> MMRStep:
+    return load_mmr_step(ctx.cfg, ctx.index)

@@ -1,6 +1,6 @@
 """Rerank-chain steps (:class:`preqrag.stages.RerankStep`): each maps rankings to rankings.
 
-``[rerank] chain`` names the steps in order (:data:`preqrag.components.RERANK_STEPS`).
+``[rerank] chain`` names the steps in order (registered in slot ``rerank``, :mod:`preqrag.components`).
 
 * ``cross-encoder``: pointwise scores of (question, passage) for the head of each ranking
   (PreQRAG §2.4), trace key ``reranked``.
@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..components import Context, register
 from ..records import Ranking
 from ..stages import Reranker
 
@@ -60,3 +61,10 @@ class CrossEncoderStep:
             out.append(Ranking(ids=[head[i] for i in order], scores=[s[i] for i in order]))
         return out
 
+
+@register("rerank", "cross-encoder", reads=("reranker",))
+def _cross_encoder(ctx: Context) -> CrossEncoderStep | None:
+    """The ``[reranker]`` cross-encoder (one model per Context pool) cut at ``reranker.depth``;
+    ``None`` (step off) when ``reranker.name = 'none'``."""
+    reranker = ctx.reranker()
+    return None if reranker is None else CrossEncoderStep(reranker, ctx.cfg.reranker.depth)

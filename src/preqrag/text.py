@@ -1,14 +1,43 @@
-"""Small text helpers shared by the GINGER components: sentence splitting, content words,
-fitting a text to a token budget."""
+"""Text helpers of the base layer, one of each: sentence splitting, content words, token
+counts and cutting a text to a token or word budget. Used by the generators (PreQRAG, CIR,
+DoTA-RAG, GINGER), the extractive answerer, the citation attributor and the API."""
 
 from __future__ import annotations
 
 import re
 
-from ..generation import approx_tokens, truncate_tokens
+from collections.abc import Callable
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _WORD = re.compile(r"[a-z0-9]+")
+
+
+def approx_tokens(text: str) -> int:
+    """A conservative token count for backends without a local tokenizer: one token per 3
+    characters (English BPE averages ~4 characters per token)."""
+    return (len(text) + 2) // 3
+
+
+def truncate_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
+    """The longest whitespace-word prefix of ``text`` with ``count(prefix) <= max_tokens``
+    (binary search over the number of words; ``count`` is called O(log words) times)."""
+    if count(text) <= max_tokens:
+        return text
+    words = text.split()
+    lo, hi = 0, len(words)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(" ".join(words[:mid])) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    return " ".join(words[:lo])
+
+
+def truncate_words(text: str, max_words: int) -> str:
+    """The first ``max_words`` whitespace-separated words (LiveRAG reads only the first 300)."""
+    words = text.split()
+    return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
 
 
 def split_sentences(text: str) -> list[str]:
@@ -39,7 +68,7 @@ def content_words(text: str) -> set[str]:
 
 def token_counter(llm):
     """The LLM's own token counter (``count_tokens``) when it has one, else
-    :func:`preqrag.generation.approx_tokens` (conservative: 3 characters per token)."""
+    :func:`approx_tokens` (conservative: 3 characters per token)."""
     return getattr(llm, "count_tokens", None) or approx_tokens
 
 
