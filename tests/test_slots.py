@@ -21,7 +21,8 @@ class FakeRetriever:
         self.prefix = prefix
         self.calls: list[list[str]] = []
 
-    def search(self, queries, k):
+    def search(self, queries, k, filters=None):
+        assert filters is None  # no plan here filters
         self.calls.append(list(queries))
         return [Ranking(ids=[f"{self.prefix}:{q}:{i}" for i in range(1, 4)], scores=[3.0, 2.0, 1.0])
                 for q in queries]

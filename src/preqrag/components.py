@@ -37,11 +37,12 @@ from pydantic import BaseModel
 
 from .config import PipelineConfig, register_table
 
-SLOTS: tuple[str, ...] = ("classifier", "rewriter", "fusion", "rerank", "merge", "generator")
+SLOTS: tuple[str, ...] = ("classifier", "rewriter", "retriever", "fusion", "rerank", "merge", "generator")
 """The pipeline's slots that components fill (:mod:`preqrag.pipeline`, in order)."""
 
 FIELDS: dict[str, str] = {
-    "classifier": "classifier.name", "rewriter": "rewriter.name", "fusion": "fusion.name",
+    "classifier": "classifier.name", "rewriter": "rewriter.name", "retriever": "retrieval.extra",
+    "fusion": "fusion.name",
     "rerank": "rerank.chain", "merge": "merge.name", "generator": "generator.name"}
 """The configuration field that names each slot's component (``rerank.chain``: a list)."""
 
@@ -175,11 +176,3 @@ class Context:
         if key not in self.pool:
             self.pool[key] = make()
         return self.pool[key]
-
-    def reranker(self):
-        """The ``[reranker]`` cross-encoder (shared; ``None`` when ``reranker.name = 'none'``)."""
-        from .rerankers import load_reranker
-
-        r = self.cfg.reranker
-        return self.shared(("cross-encoder", r.name, r.max_length, r.batch_size, self.cfg.run.cache_dir),
-                           lambda: load_reranker(r, self.cfg.run.cache_dir))

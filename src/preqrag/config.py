@@ -62,6 +62,10 @@ class RetrievalConfig(_Section):
     dense_top_k: int = Field(100, ge=1, description="Dense passages per query.")
     use_sparse: bool = True
     use_dense: bool = True
+    extra: list[str] = Field([], description=(
+        "Registered retrievers (preqrag.components, slot 'retriever') that run beside BM25 and dense "
+        "retrieval, each at dense_top_k on the sub-query's dense text, under its own name in the trace; "
+        "their lists are fused with the others."))
 
 
 class IndexConfig(_Section):

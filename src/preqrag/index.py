@@ -350,8 +350,7 @@ class Index:
     def open(cls, index_dir: str | Path | None, cfg: PipelineConfig) -> "Index":
         """Open ``index_dir`` for the configuration ``cfg``.
 
-        With ``[index] backend = "milvus"`` the index is the Milvus collection the configuration
-        names (:class:`preqrag.milvus.MilvusIndex`, same interface) and ``index_dir`` is not read.
+        The embedded backend only; :func:`preqrag.backends.open_index` opens either backend.
 
         Raises:
             IndexOpenError: not an index, or built with another embedder (name, or the model files'
@@ -360,9 +359,7 @@ class Index:
                 ``cfg`` names (retrieval would silently compare incompatible vectors).
         """
         if cfg.index.backend == "milvus":
-            from .milvus import MilvusIndex
-
-            return MilvusIndex.open(cfg)  # type: ignore[return-value]  # same interface
+            raise IndexOpenError('[index] backend = "milvus": open it with preqrag.backends.open_index')
         if index_dir is None:
             raise IndexOpenError('--index is required (the index directory), unless [index] backend = "milvus"')
         index_dir = Path(index_dir)
@@ -393,4 +390,5 @@ class Index:
         if manifest.get("dense", True):
             encoder = load_encoder(cfg.embedder, cfg.run.cache_dir)
             dense = DenseRetriever(index_dir / "dense.faiss", ids, encoder, cfg.embedder.batch_size, cfg.index)
+            dense.facets = sparse.facets  # one set of facets: a filter means the same rows to both
         return cls(index_dir, manifest, passages, ids, sparse, dense, encoder)

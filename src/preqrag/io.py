@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import os
 import tempfile
@@ -20,8 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .passages import id_hash
 from .records import Question
+
+
+def id_hash(passage_id: str) -> int:
+    """64-bit signed hash of a passage id (BLAKE2b, 8-byte digest, little-endian)."""
+    return int.from_bytes(hashlib.blake2b(passage_id.encode("utf-8"), digest_size=8).digest(), "little",
+                          signed=True)
 
 
 @dataclass(frozen=True)

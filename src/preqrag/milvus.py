@@ -49,13 +49,14 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .records import Passage, Ranking
+from .stages import FilterUnsupported, Filters
 
 INSTALL_HINT = 'the milvus backend needs pymilvus (and milvus-lite for a local file): pip install "preqrag[milvus]"'
 MAX_VARCHAR = 65535
@@ -337,7 +338,11 @@ class MilvusBM25Retriever:
     def __init__(self, client, collection: str, passages: MilvusPassages):
         self.client, self.collection, self.passages = client, collection, passages
 
-    def search(self, queries: list[str], k: int) -> list[Ranking]:
+    def search(self, queries: list[str], k: int, filters: Sequence[Filters] | None = None) -> list[Ranking]:
+        """Top-``k`` passages per query by Milvus's BM25 (score > 0, best first). Raises
+        FilterUnsupported for a non-empty filter (see :class:`MilvusDenseRetriever`)."""
+        if filters and any(filters):
+            raise FilterUnsupported("metadata filters are not supported by the milvus backend; use an embedded index")
         if not queries:
             return []
         out = [Ranking() for _ in queries]  # Milvus rejects an empty text; it matches nothing, as in bm25s
@@ -370,7 +375,7 @@ class MilvusDenseRetriever:
 
     def search_vectors(self, vectors: np.ndarray, k: int, mask=None) -> list[Ranking]:
         if mask is not None:
-            raise MilvusError("metadata filters are not supported by the milvus backend")
+            raise FilterUnsupported("metadata filters are not supported by the milvus backend; use an embedded index")
         if len(vectors) == 0:
             return []
         res = self.client.search(self.collection, data=[v.tolist() for v in np.asarray(vectors, np.float32)],
@@ -394,10 +399,12 @@ class MilvusDenseRetriever:
             raise KeyError(missing[0])
         return np.asarray([got[i] for i in ids], dtype=np.float32)
 
-    def search(self, queries: list[str], k: int, filters: list[dict] | None = None) -> list[Ranking]:
+    def search(self, queries: list[str], k: int, filters: Sequence[Filters] | None = None) -> list[Ranking]:
+        """Top-``k`` passages per query by inner product. Raises FilterUnsupported for a
+        non-empty filter (namespace facets exist only in embedded indexes)."""
         if filters and any(filters):
-            raise MilvusError("metadata filters (DoTA-RAG namespace routing) are not supported by the milvus "
-                              "backend; use an embedded index")
+            raise FilterUnsupported("metadata filters (DoTA-RAG namespace routing) are not supported by the milvus "
+                                    "backend; use an embedded index")
         if not queries:
             return []
         vectors = self.encoder.encode(queries, is_query=True, batch_size=self.batch_size)

@@ -18,23 +18,17 @@ Indexes built before the store existed (no ``passages.arrow``) are read from
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
+from .io import id_hash, open_parquet
 from .records import Passage
 
 ARROW = "passages.arrow"
 LOOKUP = "passages.lookup.npy"
-
-
-def id_hash(passage_id: str) -> int:
-    """64-bit signed hash of a passage id (BLAKE2b, 8-byte digest, little-endian)."""
-    return int.from_bytes(hashlib.blake2b(passage_id.encode("utf-8"), digest_size=8).digest(), "little",
-                          signed=True)
 
 
 def write_store(parquet: str | Path, out_dir: str | Path, batch_rows: int = 65536) -> int:
@@ -45,7 +39,6 @@ def write_store(parquet: str | Path, out_dir: str | Path, batch_rows: int = 6553
         The number of passages.
     """
     import pyarrow as pa
-    from .io import open_parquet
 
     out_dir = Path(out_dir)
     pf = open_parquet(parquet)

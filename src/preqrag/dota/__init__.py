@@ -39,7 +39,8 @@ class RoutedDotaRewriter(DotaRewriter):
         self._lock = threading.Lock()
 
     def ensure_facet(self) -> None:
-        """Register the ``topic`` facet on the dense retriever (once)."""
+        """Register the ``topic`` facet on the index's retrievers (once; BM25 and dense share
+        their facets)."""
         dense = self.index.dense
         with self._lock:
             if FACET not in dense.facets:

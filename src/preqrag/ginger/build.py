@@ -5,6 +5,7 @@ generator ``ginger`` (§3.2-3.3)."""
 from __future__ import annotations
 
 from ..components import Context, register
+from ..rerankers import shared_reranker
 from .generator import GingerGenerator
 from .pairwise import PairScorer, PairwiseStep, load_pair_scorer
 from .rewriting import GingerRewriter
@@ -18,7 +19,7 @@ def shared_pair_scorer(ctx: Context) -> PairScorer:
     g = ctx.cfg.ginger
 
     def make() -> PairScorer:
-        reranker = ctx.reranker() if g.pairwise_model == "cross-encoder" else None
+        reranker = shared_reranker(ctx) if g.pairwise_model == "cross-encoder" else None
         return load_pair_scorer(g.pairwise_model, reranker, g.pairwise_batch_size)
 
     r = ctx.cfg.reranker

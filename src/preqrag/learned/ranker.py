@@ -28,7 +28,7 @@ import numpy as np
 
 from ..components import Context, register
 from ..config import ConfigError
-from ..fusion.interleave import InterleaveMerge  # noqa: F401  (the default merge; re-exported)
+from ..fusion.interleave import InterleaveMerge  # noqa: F401 (the default merge, re-exported)
 from ..io import atomic_write_text
 from ..records import Classification, Ranking
 from .features import FEATURE_NAMES, FEATURE_VERSION, Candidates, baseline_final, extract

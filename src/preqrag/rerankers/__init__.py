@@ -34,3 +34,12 @@ def load_reranker(cfg: RerankerConfig, cache_dir: str | None = None) -> Reranker
 
 
 __all__ = ["load_reranker"]
+
+
+def shared_reranker(ctx):
+    """The ``[reranker]`` cross-encoder of a :class:`~preqrag.components.Context`, one per model
+    pool (:meth:`~preqrag.components.Context.shared`): the rerank chain's step and GINGER's pair
+    scorer use the same model; ``None`` when ``reranker.name = 'none'``."""
+    r = ctx.cfg.reranker
+    return ctx.shared(("cross-encoder", r.name, r.max_length, r.batch_size, ctx.cfg.run.cache_dir),
+                      lambda: load_reranker(r, ctx.cfg.run.cache_dir))

@@ -66,5 +66,7 @@ class CrossEncoderStep:
 def _cross_encoder(ctx: Context) -> CrossEncoderStep | None:
     """The ``[reranker]`` cross-encoder (one model per Context pool) cut at ``reranker.depth``;
     ``None`` (step off) when ``reranker.name = 'none'``."""
-    reranker = ctx.reranker()
+    from . import shared_reranker
+
+    reranker = shared_reranker(ctx)
     return None if reranker is None else CrossEncoderStep(reranker, ctx.cfg.reranker.depth)

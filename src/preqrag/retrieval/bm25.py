@@ -15,13 +15,15 @@ import itertools
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from ..config import BM25Config
 from ..records import Ranking
+from ..stages import Filters
+from .facets import Facets, group_by_filter
 
 BATCH_PASSAGES = 16_384
 """Passages tokenised at a time in the first pass (memory: their token lists, ~40 MB)."""
@@ -249,6 +251,7 @@ class BM25Retriever:
         self.passage_ids = passage_ids
         self.cfg = cfg
         self._retriever = None
+        self.facets = Facets(len(passage_ids))  # an Index shares its dense retriever's (preqrag.retrieval.facets)
 
     def _load(self):
         if self._retriever is None:
@@ -263,13 +266,34 @@ class BM25Retriever:
                                               backend=self.backend)
         return self._retriever
 
-    def search(self, queries: list[str], k: int) -> list[Ranking]:
+    def search(self, queries: list[str], k: int, filters: Sequence[Filters] | None = None) -> list[Ranking]:
+        """Top-``k`` passages per query (score > 0, best first); ``filters[i]`` (optional,
+        facet → allowed values, ``{}`` for none) restricts query ``i`` to the rows its
+        facets allow (:mod:`preqrag.retrieval.facets`), applied as bm25s's ``weight_mask`` (the
+        other rows score 0 and are left out). Queries with the same filter are searched together.
+
+        Raises:
+            ValueError: a filter names a facet that is not registered, or an unknown value.
+        """
         if not queries:
             return []
+        if not filters or not any(filters):
+            return self._search(queries, k, None)
+        out: list[Ranking] = [Ranking()] * len(queries)
+        for members in group_by_filter(filters):
+            mask = self.facets.mask(filters[members[0]], "BM25 retrieval")
+            for i, r in zip(members, self._search([queries[i] for i in members], k, mask)):
+                out[i] = r
+        return out
+
+    def _search(self, queries: list[str], k: int, mask: np.ndarray | None) -> list[Ranking]:
         retriever = self._load()
         k = min(k, len(self.passage_ids))
+        if mask is not None and not mask.any():
+            return [Ranking() for _ in queries]
         tokens = tokenize(queries, self.cfg, return_ids=False)
-        docs, scores = retriever.retrieve(tokens, k=k, show_progress=False, n_threads=1)
+        kw = {} if mask is None else {"weight_mask": mask.astype(np.float32)}
+        docs, scores = retriever.retrieve(tokens, k=k, show_progress=False, n_threads=1, **kw)
         out = []
         for row_docs, row_scores in zip(np.asarray(docs), np.asarray(scores)):
             keep = row_scores > 0

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ..records import Ranking
-from ..stages import Encoder
+from ..stages import Encoder, Filters
+from .facets import Facets, group_by_filter
 
 TRAIN_SEED = 0
 """Seed of the training sample of IVF/PQ indexes (same corpus and settings: same index)."""
@@ -144,38 +145,28 @@ class DenseRetriever:
         self.encoder = encoder
         self.batch_size = batch_size
         self._index = None
-        self.facets: dict[str, tuple[list[str], np.ndarray]] = {}
+        self._facets: Facets | None = None
+
+    @property
+    def facets(self) -> Facets:
+        """The index's facets (shared with its BM25 retriever; see :mod:`preqrag.retrieval.facets`)."""
+        if self._facets is None:
+            self._facets = Facets(len(self.passage_ids))
+        return self._facets
+
+    @facets.setter
+    def facets(self, value: Facets) -> None:
+        self._facets = value
 
     def add_facet(self, name: str, values: list[str], labels: np.ndarray) -> None:
-        """Register facet ``name``: passage row ``i`` has value ``values[labels[i]]``.
-
-        Raises:
-            ValueError: ``labels`` is not one label per passage row.
-        """
-        labels = np.asarray(labels)
-        if labels.shape != (len(self.passage_ids),):
-            raise ValueError(f"facet {name!r}: {labels.shape[0] if labels.ndim else 0} labels for "
-                             f"{len(self.passage_ids)} passages")
-        self.facets[name] = (list(values), labels)
+        """Register facet ``name``: passage row ``i`` has value ``values[labels[i]]``
+        (:meth:`Facets.add`)."""
+        self.facets.add(name, values, labels)
 
     def filter_mask(self, filters: dict[str, list[str]]) -> np.ndarray | None:
-        """Boolean mask over passage rows allowed by ``filters`` (facet → allowed values: any
-        value of a facet, every facet), or None for no filter (``{}``).
-
-        Raises:
-            ValueError: an unregistered facet or an unknown value.
-        """
-        mask = None
-        for facet, allowed in filters.items():
-            if facet not in self.facets:
-                raise ValueError(f"dense retrieval: no facet {facet!r} registered (known: {sorted(self.facets)})")
-            values, labels = self.facets[facet]
-            unknown = [v for v in allowed if v not in values]
-            if unknown:
-                raise ValueError(f"dense retrieval: unknown {facet} value(s) {unknown}")
-            m = np.isin(labels, [values.index(v) for v in allowed])
-            mask = m if mask is None else mask & m
-        return mask
+        """Boolean mask over the passage rows ``filters`` allow, or None for ``{}``
+        (:meth:`Facets.mask`)."""
+        return self.facets.mask(filters, "dense retrieval")
 
     def _load(self):
         if self._index is None:
@@ -229,7 +220,7 @@ class DenseRetriever:
                         scores=[float(s) for s, i in zip(sc, r) if i >= 0])
                 for sc, r in zip(scores, rows)]
 
-    def search(self, queries: list[str], k: int, filters: list[dict[str, list[str]]] | None = None) -> list[Ranking]:
+    def search(self, queries: list[str], k: int, filters: Sequence[Filters] | None = None) -> list[Ranking]:
         """Top-``k`` passages per query; ``filters[i]`` (optional, facet → allowed values, ``{}``
         for none) restricts query ``i`` (see :meth:`filter_mask`). Queries with the same filter
         are searched together."""
@@ -238,11 +229,8 @@ class DenseRetriever:
         vectors = self.encoder.encode(queries, is_query=True, batch_size=self.batch_size)
         if not filters or not any(filters):
             return self.search_vectors(vectors, k)
-        groups: dict[str, list[int]] = {}
-        for i, f in enumerate(filters):
-            groups.setdefault(repr(sorted((name, sorted(v)) for name, v in f.items())), []).append(i)
         out: list[Ranking] = [Ranking()] * len(queries)
-        for members in groups.values():
+        for members in group_by_filter(filters):
             found = self.search_vectors(vectors[members], k, self.filter_mask(filters[members[0]]))
             for i, r in zip(members, found):
                 out[i] = r

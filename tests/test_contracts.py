@@ -1,0 +1,223 @@
+"""The stage contracts and the registry (issue 23): a system registered from outside the package runs
+through `preqrag run`; `Pipeline.derive` rebuilds what its overrides change; BM25 filters like dense
+retrieval; the package's import graph has no cycle and no upward import."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from conftest import config_toml
+
+PLUGINS = Path(__file__).parent / "plugins"
+SRC = Path(__file__).resolve().parents[1] / "src" / "preqrag"
+
+
+def _cli(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "preqrag.cli", *map(str, args)], capture_output=True, text=True,
+                          env=env, timeout=600)
+
+
+def _lines(path):
+    return [json.loads(line) for line in open(path, encoding="utf-8")]
+
+
+def test_a_system_registered_outside_the_package_runs_through_preqrag_run(tmp_path, small_index, small_corpus):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")])}
+    questions = small_corpus[2][:2]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    cfg = tmp_path / "toy.toml"
+    cfg.write_text(config_toml({"imports": ["toy_system"], "pipeline": "hybrid", "reranker": {"depth": 8},
+                                "retrieval": {"extra": ["toy-word"]},
+                                "rerank": {"chain": ["cross-encoder", "toy-shortest"]},
+                                "generator": {"name": "toy-echo"}, "toy": {"prefix": "TOY says:"}}))
+    out = tmp_path / "answers.jsonl"
+    r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg, env=env)
+    assert r.returncode == 0, r.stderr
+    answers = _lines(out)
+    assert [a["id"] for a in answers] == [q["id"] for q in questions]
+    assert all(a["answer"].startswith("TOY says: ") and len(a["passages"]) == 1 for a in answers)
+    traces = _lines(tmp_path / "answers.traces.jsonl")
+    for t in traces:
+        toy = t["rankings"]["toy"][0]["ids"]
+        assert t["rankings"]["toy-word"] and toy
+        assert t["context_ids"][0] == toy[0]  # the toy rerank step's head is the context
+        assert t["seconds"]["rerank-toy"] >= 0 and "toy-word" in t["seconds"]
+    # its table is documented by `preqrag config` and validated like a built-in one
+    r = _cli("config", "--config", cfg, env=env)
+    assert r.returncode == 0 and "[toy]" in r.stdout and 'prefix = "TOY says:"' in r.stdout, r.stderr
+    cfg.write_text(cfg.read_text().replace("prefix =", "prefx ="))
+    r = _cli("run", qfile, "--index", small_index, "-o", tmp_path / "b.jsonl", "--config", cfg, env=env)
+    assert r.returncode == 2 and "toy.prefx" in r.stderr, r.stderr
+    # without the import, the names are unknown, and the error says where names come from
+    cfg.write_text(cfg.read_text().replace('imports = ["toy_system"]\n', ""))
+    r = _cli("run", qfile, "--index", small_index, "-o", tmp_path / "c.jsonl", "--config", cfg, env=env)
+    assert r.returncode == 2 and "toy: unknown table" in r.stderr, r.stderr
+
+
+def test_derive_rebuilds_the_components_whose_settings_changed(small_index):
+    from preqrag.config import load_config
+    from preqrag.fusion import RRFFusion, UnionFusion
+    from preqrag.pipeline import Pipeline
+    from preqrag.records import Question
+
+    cfg = load_config(None, {"pipeline": "hybrid", "reranker": {"depth": 8},
+                             "rerank": {"chain": ["cross-encoder", "mmr", "bm25-prune"]},
+                             "mmr": {"lambda_": 0.5, "top_j": 8}, "dota": {"prune_keep": 6}})
+    base = Pipeline.from_config(small_index, cfg)
+    ce, mmr, prune = base.rerank_chain
+    assert isinstance(base.fusion, UnionFusion) and mmr.lambda_ == 0.5 and prune.keep == 6
+
+    same = base.derive({})
+    assert same.fusion is base.fusion and same.rerank_chain == base.rerank_chain
+    assert same.generator is base.generator and same.rewriter is base.rewriter
+
+    d = base.derive({"fusion": {"name": "rrf", "rrf_k": 30}})
+    assert isinstance(d.fusion, RRFFusion) and d.fusion.k == 30 and d.rerank_chain == base.rerank_chain
+    q = Question(id="q", question="What do coral reefs need to grow?")
+    (trace,) = d.retrieve([q])
+    merged = trace.rankings["merged"][0]
+    assert merged.scores[0] <= 2 / 31 + 1e-9 and merged.scores[0] > 1 / 31  # RRF with k = 30, two lists
+
+    d = base.derive({"mmr": {"lambda_": 0.9}})
+    assert d.rerank_chain[0] is ce and d.rerank_chain[2] is prune and d.rerank_chain[1].lambda_ == 0.9
+
+    d = base.derive({"dota": {"prune_keep": 3}})
+    assert d.rerank_chain[2].keep == 3 and d.rerank_chain[0] is ce
+    (trace,) = d.retrieve([q])
+    assert len(trace.rankings["final"][0].ids) == 3
+
+    d = base.derive({"reranker": {"depth": 4}})
+    assert d.rerank_chain[0].depth == 4 and d.rerank_chain[0].reranker is ce.reranker  # one model, shared
+
+    d = base.derive({"rerank": {"chain": ["cross-encoder"]}})
+    assert len(d.rerank_chain) == 1 and d.rerank_chain[0].reranker is ce.reranker
+
+
+def test_bm25_filters_keep_only_the_allowed_passages(small_index, small_corpus, test_config):
+    from preqrag.index import Index
+
+    index = Index.open(small_index, test_config)
+    n = len(index.passage_ids)
+    labels = np.arange(n) % 3  # three namespaces, every third passage
+    index.dense.add_facet("topic", ["a", "b", "c"], labels)  # one set of facets for both retrievers
+    assert "topic" in index.sparse.facets
+    queries = [small_corpus[2][0]["question"], small_corpus[2][3]["question"]]
+    full = index.sparse.search(queries, n)
+    got = index.sparse.search(queries, 5, [{"topic": ["b"]}, {}])
+    allowed = {pid for pid, lab in zip(index.passage_ids, labels) if lab == 1}
+    expected = [(pid, s) for pid, s in zip(full[0].ids, full[0].scores) if pid in allowed][:5]
+    assert len(expected) == 5 and full[0].ids[:5] != [pid for pid, _ in expected]  # the filter matters here
+    assert set(got[0].ids) <= allowed
+    assert list(zip(got[0].ids, got[0].scores)) == pytest.approx(expected)
+    assert got[1].ids == full[1].ids[:5]  # no filter: as before
+    dense = index.dense.search(queries[:1], 5, [{"topic": ["b"]}])[0]
+    assert set(dense.ids) <= allowed
+    with pytest.raises(ValueError, match="BM25 retrieval: unknown topic value"):
+        index.sparse.search(queries[:1], 5, [{"topic": ["z"]}])
+
+
+# ------------------------------------------------------------------ the import graph
+LAYERS: list[tuple[str, ...]] = [
+    # 0. records, contracts, configuration and its presets (data), text and file helpers
+    ("records", "stages", "config", "presets", "text", "timing", "io", "candidates", "cache", "onnx_runtime"),
+    # 1. the component registry; models and stores: model resolution, LLM backends, encoders, cross-encoders, passages
+    ("components", "model_install", "registry", "llm", "encoders", "passages", "chunking", "preflight"),
+    # 2. indexes, retrievers, rerankers
+    ("retrieval", "rerankers", "citations", "fusion", "index", "milvus", "backends", "shards"),
+    # 3. the systems' components and the evaluation
+    ("classifiers", "rewriting", "generation", "answering", "generation_cir", "dota", "ginger", "learned",
+     "evaluation", "trec"),
+    # 4. the pipeline
+    ("pipeline",),
+    # 5. what runs pipelines: the run loop, the deadline controller, the API
+    ("runner", "deadline", "serve"),
+    # 6. the command line
+    ("cli",),
+]
+"""preqrag's layers, bottom up: a module imports only from its own layer or below (issue 23);
+``docs/architecture.md`` draws them."""
+
+
+def _unit(module: str) -> str:
+    """The layer unit of a module: ``preqrag.x`` or ``preqrag.x.y`` → ``x``; sub-CLIs
+    (``preqrag.x.cli``) belong to the command line."""
+    parts = module.split(".")[1:]
+    if len(parts) >= 2 and parts[-1] == "cli" or parts == ["__main__"]:
+        return "cli"
+    return parts[0] if parts else ""
+
+
+def _imports() -> dict[str, set[str]]:
+    """Module → the preqrag modules it imports (top-level and inside functions; TYPE_CHECKING
+    blocks excluded)."""
+    mods = {}
+    for p in SRC.rglob("*.py"):
+        parts = list(p.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = p
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for m, p in mods.items():
+        package = m if p.name == "__init__.py" else m.rpartition(".")[0]
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        skip = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                skip.update(id(n) for n in ast.walk(node))
+        for node in ast.walk(tree):
+            if id(node) in skip:
+                continue
+            targets = []
+            if isinstance(node, ast.ImportFrom):
+                base = package.split(".")
+                if node.level:
+                    base = base[:len(base) - node.level + 1]
+                    name = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    name = node.module or ""
+                targets = [f"{name}.{a.name}" if f"{name}.{a.name}" in mods else name for a in node.names]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            for t in targets:
+                while t and t not in mods:
+                    t = t.rpartition(".")[0]
+                if t.startswith("preqrag") and t != m:
+                    edges[m].add(t)
+    return edges
+
+
+def test_no_import_cycle_and_no_upward_import():
+    layer = {unit: i for i, units in enumerate(LAYERS) for unit in units}
+    edges = _imports()
+    units = {_unit(m) for m in edges} - {""}
+    assert units <= set(layer), f"modules in no layer: {sorted(units - set(layer))} (add them to LAYERS)"
+    upward = sorted(f"{a} -> {b}" for a, bs in edges.items() for b in bs
+                    if _unit(a) and _unit(b) and layer[_unit(b)] > layer[_unit(a)])
+    assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
+    # cycles between units (a package's own modules may import each other)
+    graph: dict[str, set[str]] = {}
+    for a, bs in edges.items():
+        for b in bs:
+            if _unit(a) and _unit(b) and _unit(a) != _unit(b):
+                graph.setdefault(_unit(a), set()).add(_unit(b))
+
+    def reach(start: str) -> set[str]:
+        seen, stack = set(), [start]
+        while stack:
+            for nxt in graph.get(stack.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    stack.append(nxt)
+        return seen
+
+    cycles = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if a in reach(b))
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
