@@ -141,7 +141,7 @@ LAYERS: list[tuple[str, ...]] = [
     # 5. what runs pipelines: the run loop, the deadline controller, the API
     ("runner", "deadline", "serve"),
     # 6. the command line
-    ("cli",),
+    ("cli", "cli_common"),
 ]
 """preqrag's layers, bottom up: a module imports only from its own layer or below (issue 23);
 ``docs/architecture.md`` draws them."""
@@ -221,3 +221,41 @@ def test_no_import_cycle_and_no_upward_import():
 
     cycles = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if a in reach(b))
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+MACHINE_PATH = r"(?<![\w.])/(?:tmp|work|root|home|check|Users)/"
+
+
+def _commands(node):
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key == "command" and isinstance(value, str):
+                yield value
+            else:
+                yield from _commands(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _commands(value)
+
+
+def test_docs_commands_use_placeholders_not_machine_paths():
+    import re
+
+    docs = Path(__file__).resolve().parents[1] / "docs"
+    found = []
+    for p in sorted(docs.rglob("*")):
+        if p.suffix in (".md", ".html"):
+            found += [f"{p.name}: {m.group(0)}" for m in re.finditer(MACHINE_PATH + r"\S*", p.read_text(encoding="utf-8"))]
+        elif p.suffix == ".json":
+            found += [f"{p.name}: {c}" for c in _commands(json.loads(p.read_text(encoding="utf-8")))
+                      if re.search(MACHINE_PATH, c)]
+    assert not found, "machine paths in docs (use IDX, CACHE, OUT, ...):\n" + "\n".join(found[:20])
+
+
+def test_marker_citations_and_id_mapping():
+    from preqrag.citations import ids_to_numbers, marker_citations, numbers_to_ids
+
+    answer = "Reefs grow slowly [1]. They need light [2, 3]! Nothing cited here. Out of range [7]."
+    assert marker_citations(answer, 3) == [("Reefs grow slowly [1].", [1]), ("They need light [2, 3]!", [2, 3])]
+    assert numbers_to_ids([("s", [1, 3, 9])], ["p1", "p2", "p3"]) == [("s", ["p1", "p3"])]
+    assert ids_to_numbers([("s", ["p3", "x"]), ("t", [])], ["p1", "p2", "p3"]) == [("s", [3])]

@@ -1,4 +1,6 @@
-"""Citations for answers whose generator does not cite: sentence → supporting context passages.
+"""Citations: marker parsing (``[n]`` in an answer's text), numbers ↔ passage ids, and attribution
+of answer sentences to supporting passages for answers whose generator does not cite. The API
+(:mod:`preqrag.serve`), the TREC export, the pipeline (CIR's and GINGER's cited answers) use it.
 
 Generators that cite (CIR's JSON answers, GINGER's nugget summaries) record per answer
 sentence the passages they cite in :attr:`preqrag.records.Trace.citations`; those are kept.
@@ -29,11 +31,13 @@ bench/citations.py --step calibrate``; figures and the command in docs/bench/cit
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
+
+from .text import split_sentences as _split
 
 DEFAULT_THRESHOLD = 2.5
 """Cross-encoder logit at or above which a passage supports a sentence: the best F1 (0.970;
@@ -46,26 +50,60 @@ MAX_CITATIONS_PER_SENTENCE = 3
 keeps 3 per sentence too, castorini/ragnarok ``src/ragnarok/data.py``)."""
 
 
-@lru_cache(maxsize=1)
-def _segmenter():
-    import pysbd
-
-    return pysbd.Segmenter(language="en", clean=False)
-
-
 def split_sentences(text: str) -> list[str]:
-    """The sentences of ``text`` (pysbd, English rules), stripped, empty ones dropped.
-
-    Args:
-        text: an answer; may be empty.
+    """The sentences of an answer for attribution: :func:`preqrag.text.split_sentences` with
+    ``method="pysbd"`` (keeps abbreviations and decimals inside their sentence).
 
     Returns:
         ``list[str]`` in text order; ``[]`` for blank text. Joining them with spaces gives the
         text back up to whitespace.
     """
-    if not text or not text.strip():
-        return []
-    return [s.strip() for s in _segmenter().segment(text) if s.strip()]
+    return _split(text, method="pysbd")
+
+
+_MARKED_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+(?:\s*\[[\d,\s]+\])*|$)")
+_MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+def marker_citations(answer: str, n_passages: int) -> list[tuple[str, list[int]]]:
+    """Citations written in the answer text as markers: ``[2]``, ``[1, 3]``.
+
+    The generation prompt numbers the passages ``[1]..[k]`` (:func:`preqrag.generation.build_prompt`);
+    a sentence (ending in ``.``, ``!`` or ``?``, the markers after its end kept with it) cites the
+    numbers of its markers that lie in ``1..n_passages`` (others are ignored).
+
+    Returns:
+        ``[(sentence, sorted 1-based passage numbers)]`` for the sentences that cite, in answer
+        order; ``[]`` when the answer cites nothing.
+    """
+    out = []
+    for m in _MARKED_SENTENCE.finditer(answer):
+        sentence = m.group(0).strip()
+        cited = sorted({int(n) for g in _MARKER.findall(sentence) for n in re.split(r"\s*,\s*", g)
+                        if 1 <= int(n) <= n_passages})
+        if sentence and cited:
+            out.append((sentence, cited))
+    return out
+
+
+def numbers_to_ids(cites: Sequence[tuple[str, Sequence[int]]], context_ids: Sequence[str]
+                   ) -> list[tuple[str, list[str]]]:
+    """A generator's citations by 1-based context number → by passage id (numbers outside
+    ``1..len(context_ids)`` dropped): what :attr:`preqrag.records.Trace.citations` holds."""
+    return [(sentence, [context_ids[n - 1] for n in nums if 1 <= n <= len(context_ids)]) for sentence, nums in cites]
+
+
+def ids_to_numbers(cites: Sequence[tuple[str, Sequence[str]]], context_ids: Sequence[str]
+                   ) -> list[tuple[str, list[int]]]:
+    """The inverse of :func:`numbers_to_ids` for an answer's passages: passage ids → sorted
+    1-based positions in ``context_ids``; sentences citing no listed passage are left out."""
+    position = {pid: i for i, pid in enumerate(context_ids, 1)}
+    out = []
+    for sentence, ids in cites:
+        nums = sorted({position[p] for p in ids if p in position})
+        if ids:
+            out.append((sentence, nums))
+    return out
 
 
 @dataclass

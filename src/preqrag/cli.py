@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 
-from .config import ConfigError, PipelineConfig, dump_config, load_config
+from .cli_common import ConfigOpt, err
+from .cli_common import open_config as _config
+from .cli_common import open_pipeline as _pipeline
+from .config import ConfigError, dump_config, load_config
 
 # A newcomer's screen shows stage progress and answers, not a library's per-model loading bars
 # ("Loading weights" from transformers, once per model load). Users can still set these.
@@ -35,17 +36,6 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="PreQRAG: classify, rewrite, retrieve, rerank and answer (LiveRAG format).")
-err = Console(stderr=True, soft_wrap=True)  # no wrapping: messages name files and lines
-
-ConfigOpt = typer.Option(None, "--config", "-c", help="preqrag.toml (defaults when omitted).")
-
-
-def _config(path: Optional[Path]) -> PipelineConfig:
-    try:
-        return load_config(path)
-    except ConfigError as e:
-        err.print(f"[red]config error:[/red] {e}")
-        raise typer.Exit(2)
 
 
 index_app = typer.Typer(add_completion=False, help="Build an index (one go, or one shard of N), or merge shards.")
@@ -169,27 +159,6 @@ def index_merge(shards: list[Path] = typer.Argument(..., help="The N shard direc
     err.print(f"merged {manifest['shards']} shards: {manifest['n_passages']} passages "
               f"({manifest['size_bytes'] / 1e6:.1f} MB) -> {index_dir}")
     typer.echo(json.dumps(manifest, indent=2))
-
-
-def _pipeline(index_dir: Path | None, cfg: PipelineConfig):
-    """Check every configured model, open the index, build the stages and load every model,
-    so that a configuration that cannot work fails (exit 2) before the first question."""
-    from .index import IndexOpenError
-    from .pipeline import Pipeline
-    from .preflight import ModelUnavailable, require_models
-
-    try:
-        require_models(cfg)
-        pipeline = Pipeline.from_config(index_dir, cfg)
-        pipeline.warm_up()
-        return pipeline
-    except ModelUnavailable as e:
-        for problem in e.problems:
-            err.print(f"[red]model unavailable:[/red] {problem}")
-        raise typer.Exit(2)
-    except (IndexOpenError, ValueError, FileNotFoundError, ImportError, OSError) as e:
-        err.print(f"[red]error:[/red] {type(e).__name__}: {e}")
-        raise typer.Exit(2)
 
 
 @app.command()
@@ -323,19 +292,23 @@ def show_config(config: Optional[Path] = ConfigOpt,
     typer.echo(dump_config(cfg))
 
 
-def _register_optional():
-    # Commands that live with their stage: classifier training/prediction, evaluation.
-    for module in ("preqrag.classifiers.cli", "preqrag.evaluation.cli", "preqrag.serve.cli", "preqrag.dota.cli",
-                   "preqrag.trec.cli", "preqrag.learned.cli", "preqrag.llm.cli"):
-        try:
-            mod = __import__(module, fromlist=["register"])
-        except ImportError as e:  # pragma: no cover - only while a module is missing
-            print(f"preqrag: {module} unavailable: {e}", file=sys.stderr)
-            continue
-        mod.register(app)
+def _register_sub_commands() -> None:
+    """Commands that live with their stage (classifier training and prediction, evaluation, the
+    API, DoTA topics, TREC, learned models, model install): each module's ``register(app)``.
+    An import error here is a bug or a broken install, and surfaces."""
+    from .classifiers import cli as classifiers_cli
+    from .dota import cli as dota_cli
+    from .evaluation import cli as evaluation_cli
+    from .learned import cli as learned_cli
+    from .llm import cli as llm_cli
+    from .serve import cli as serve_cli
+    from .trec import cli as trec_cli
+
+    for module in (classifiers_cli, evaluation_cli, serve_cli, dota_cli, trec_cli, learned_cli, llm_cli):
+        module.register(app)
 
 
-_register_optional()
+_register_sub_commands()
 
 
 def main():  # pragma: no cover - console entry point

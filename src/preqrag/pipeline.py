@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from .candidates import has_candidates, read_candidates
+from .citations import numbers_to_ids
 from .components import Context, build, lookup, tables_of
 from .config import PipelineConfig
 from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
@@ -457,9 +458,8 @@ class Pipeline:
             if g.details is not None:  # a generator's record of its steps (GINGER)
                 trace.generation = g.details
             if g.citations is not None:  # a generator that cites: numbers -> passage ids
-                trace.citations = [Citation(sentence=sent, passage_ids=[trace.context_ids[n - 1] for n in nums
-                                                                        if 1 <= n <= len(trace.context_ids)])
-                                   for sent, nums in g.citations]
+                trace.citations = [Citation(sentence=sent, passage_ids=ids)
+                                   for sent, ids in numbers_to_ids(g.citations, trace.context_ids)]
                 trace.removed_citations = int(g.removed_citations)
             trace.fallbacks.extend(g.fallbacks)  # what the generator fell back on (e.g. CIR: unparsable JSON)
             if isinstance(answer, LLMError):

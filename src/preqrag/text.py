@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from collections.abc import Callable
+from functools import lru_cache
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -40,12 +41,35 @@ def truncate_words(text: str, max_words: int) -> str:
     return text.strip() if len(words) <= max_words else " ".join(words[:max_words])
 
 
-def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``: split after ``.``, ``!`` or ``?`` (and closing quotes/brackets)
-    followed by whitespace and an upper-case letter or digit. A rule, not a model: enough for
-    citing the LLM's own sentences; abbreviations ("e.g. The") may split wrongly. Empty pieces
-    are dropped; each sentence is stripped."""
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+def split_sentences(text: str, method: str = "rules") -> list[str]:
+    """Sentences of ``text``, stripped, empty ones dropped; ``[]`` for blank text. The one
+    sentence splitter of the package, two methods (bm25s-style ``method=``):
+
+    * ``"rules"`` (default): split after ``.``, ``!`` or ``?`` (and closing quotes/brackets)
+      followed by whitespace and an upper-case letter or digit. Returns substrings of ``text``
+      (GINGER's nugget offsets rely on it); abbreviations ("e.g. The") may split wrongly.
+      Used by GINGER, the extractive answerer and the degenerate-answer check.
+    * ``"pysbd"``: rule-based sentence boundary detection of ``pysbd`` (Sadvilkar & Neumann,
+      NLP-OSS 2020), which keeps abbreviations ("e.g.", "U.S.") and decimals inside their
+      sentence. Used to attribute citations to answer sentences (:mod:`preqrag.citations`).
+
+    Raises:
+        ValueError: an unknown ``method``.
+    """
+    if method == "rules":
+        return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    if method == "pysbd":
+        if not text or not text.strip():
+            return []
+        return [s.strip() for s in _pysbd().segment(text) if s.strip()]
+    raise ValueError(f"split_sentences: unknown method {method!r}; valid: rules, pysbd")
+
+
+@lru_cache(maxsize=1)
+def _pysbd():
+    import pysbd
+
+    return pysbd.Segmenter(language="en", clean=False)
 
 
 _STEMMER = None

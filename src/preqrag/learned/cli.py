@@ -78,7 +78,7 @@ def register(app) -> None:
 
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..cli import _config
+        from ..cli_common import open_config as _config
         from ..io import atomic_write_text
         from .ranker import RankerParams
         from .train import collect_traces, cross_validate, fit, training_config
@@ -141,7 +141,7 @@ def register(app) -> None:
         negatives (MultipleNegativesRankingLoss). Resumes from <output>.checkpoint/ when interrupted."""
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        from ..cli import _config
+        from ..cli_common import open_config as _config
         from .encoder import EncoderParams, train_encoder
 
         qs = _questions_with_gold(questions, err)

@@ -29,7 +29,6 @@ import contextlib
 import hmac
 import itertools
 import logging
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +41,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from ..citations import ids_to_numbers, marker_citations
 from ..config import PipelineConfig
 from ..pipeline import Pipeline
 from ..records import Question
@@ -198,41 +198,16 @@ class _Guard:
 
 
 # ---------------------------------------------------------------------- citations
-_SENTENCE = re.compile(r"[^.!?\n]+(?:[.!?]+(?:\s*\[[\d,\s]+\])*|$)")
-_MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
-
-
-def citations(answer: str, n_passages: int) -> list[dict[str, Any]]:
-    """Which sentence of ``answer`` cites which passage.
-
-    The generation prompt numbers the passages ``[1]..[k]`` (:func:`preqrag.generation.build_prompt`);
-    a sentence citing them carries markers such as ``[2]`` or ``[1, 3]``. Markers outside
-    ``1..n_passages`` are ignored.
-
-    Returns:
-        ``[{"sentence": text, "passages": [1-based passage numbers]}]`` for the sentences that
-        cite, in answer order; empty when the answer cites nothing (a preset whose prompt does
-        not ask for citations).
-    """
-    out = []
-    for m in _SENTENCE.finditer(answer):
-        sentence = m.group(0).strip()
-        cited = sorted({int(n) for g in _MARKER.findall(sentence) for n in re.split(r"\s*,\s*", g)
-                        if 1 <= int(n) <= n_passages})
-        if sentence and cited:
-            out.append({"sentence": sentence, "passages": cited})
-    return out
-
-
 def _answer_citations(outcome, answer) -> list[dict[str, Any]]:
-    """The generator's own citations when it cites (``Trace.citations``, passage ids mapped to
-    1-based positions in the answer's passages), else the ``[n]`` markers of the answer text."""
+    """``[{"sentence", "passages": [1-based numbers in the answer's passages]}]``: the generator's
+    own citations when it cites (``Trace.citations``), else the ``[n]`` markers of the answer
+    text (:mod:`preqrag.citations`)."""
     cited = getattr(outcome.trace, "citations", None) if outcome.trace is not None else None
     if cited is None:
-        return citations(answer.answer, len(answer.passages))
-    position = {pid: i for i, pid in enumerate(outcome.trace.context_ids, 1)}
-    return [{"sentence": c.sentence, "passages": sorted({position[p] for p in c.passage_ids if p in position})}
-            for c in cited if c.passage_ids]
+        pairs = marker_citations(answer.answer, len(answer.passages))
+    else:
+        pairs = ids_to_numbers([(c.sentence, c.passage_ids) for c in cited], outcome.trace.context_ids)
+    return [{"sentence": sentence, "passages": nums} for sentence, nums in pairs]
 
 
 def _retrieved(fut: asyncio.Future) -> None:

@@ -103,7 +103,7 @@ def register(app: typer.Typer) -> None:
             from .app import ServeSettings, create_app
         except ImportError as e:
             _fail(f'preqrag serve needs FastAPI and uvicorn: pip install -e ".[serve]" ({e})')
-        from ..cli import _config, _pipeline
+        from ..cli_common import open_config as _config, open_pipeline as _pipeline
 
         api_key = None
         if api_key_env:
@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
             configs[other] = _config(Path(path)) if sep else _preset(config, other)
         gold = _gold(questions) if questions is not None else {}
 
-        # Each pipeline is built by preqrag.cli._pipeline (preflight, open index, warm-up),
+        # Each pipeline is built by preqrag.cli_common.open_pipeline (preflight, open index, warm-up),
         # on the worker thread; they share nothing.
         factories = {n: (lambda c=c: _pipeline(index_dir, c)) for n, c in configs.items()}
         settings = ServeSettings(max_queue=max_queue, batch_size=batch_size, timeout_s=timeout,
