@@ -37,7 +37,7 @@ from .passages import PassageStore, write_store
 from .records import Passage
 from .retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts
 from .retrieval.dense import DenseRetriever, build_faiss
-from .stages import Encoder
+from .stages import Encoder, FILTERS, ROWS
 
 MANIFEST_VERSION = 1
 SHARD = 2048  # passages per checkpointed embedding shard
@@ -327,9 +327,11 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
 class Index:
     """An opened index: passages and the retrievers over them.
 
-    Use :meth:`open`; ``dense`` is ``None`` for a BM25-only index.
+    Use :meth:`open`; ``dense`` is ``None`` for a BM25-only index. Implements the
+    :class:`preqrag.stages.Index` protocol with capabilities ``rows`` and ``filters``.
     """
 
+    capabilities = frozenset({ROWS, FILTERS})
     path: Path
     manifest: dict
     passages: Mapping[str, Passage]

@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from .records import Passage, Ranking
-from .stages import FilterUnsupported, Filters
+from .stages import HYBRID_SEARCH, FilterUnsupported, Filters
 
 INSTALL_HINT = 'the milvus backend needs pymilvus (and milvus-lite for a local file): pip install "preqrag[milvus]"'
 MAX_VARCHAR = 65535
@@ -416,8 +416,11 @@ class MilvusIndex:
     (``passages``, ``text``, ``sparse``, ``dense``, ``encoder``, ``manifest``, ``path``), plus
     :meth:`hybrid_search` (BM25 + dense fused by Milvus's ``RRFRanker`` in one request).
 
-    ``passage_ids`` is ``None``: a collection is not walked passage by passage.
+    ``passage_ids`` is ``None``: a collection is not walked passage by passage (capabilities:
+    ``hybrid-search`` only; :class:`preqrag.stages.Index`).
     """
+
+    capabilities = frozenset({HYBRID_SEARCH})
 
     def __init__(self, client, collection: str, manifest: dict, encoder, batch_size: int, cfg=None):
         self.client, self.collection, self.manifest, self.cfg = client, collection, manifest, cfg

@@ -276,3 +276,39 @@ class RerankStep(Protocol):
 
     def rerank(self, queries: list[str], rankings: list[Ranking],
                text_of: Callable[[str], str]) -> list[Ranking]: ...
+
+
+ROWS = "rows"
+"""Index capability: passages are rows ``0..n-1`` with ids in ``passage_ids`` (topic facets,
+BM25 pruning, learned features walk them)."""
+
+FILTERS = "filters"
+"""Index capability: its retrievers apply :data:`Filters` (facets over the rows)."""
+
+HYBRID_SEARCH = "hybrid-search"
+"""Index capability: ``hybrid_search`` fuses BM25 and dense inside the engine (Milvus RRF)."""
+
+
+@runtime_checkable
+class Index(Protocol):
+    """An opened index backend (:func:`preqrag.backends.open_index`): the embedded bm25s + FAISS
+    index, or a Milvus collection.
+
+    Attributes:
+        sparse: the BM25 :class:`Retriever`; ``dense``: the dense one (``None`` for a
+            BM25-only index); ``encoder``: the embedder the index was built with (or None).
+        passages: passage id → :class:`~preqrag.records.Passage` (``passages[id]``).
+        manifest: how it was built (corpus hash, chunking, models, sizes).
+        capabilities: what the backend can do beyond the protocol (:data:`ROWS`,
+            :data:`FILTERS`, :data:`HYBRID_SEARCH`); a component that needs one checks it when
+            it is built, so a configuration that cannot work fails before the first question.
+    """
+
+    sparse: Retriever
+    dense: Retriever | None
+    manifest: dict
+    capabilities: frozenset[str]
+
+    def text(self, passage_id: str) -> str:
+        """The text of passage ``passage_id``. Raises KeyError for an unknown id."""
+        ...

@@ -20,6 +20,7 @@ from __future__ import annotations
 import threading
 
 from ..components import Context, register
+from ..stages import ROWS
 from .planning import DotaRewriter, NamespaceRouter, count_votes, parse_boxed
 from .prune import BM25PruneStep
 from .topics import FACET, TOPICS, load_topics
@@ -64,7 +65,7 @@ def build_rewriter(ctx: Context) -> DotaRewriter:
     """
     cfg = ctx.cfg
     if cfg.dota.route:
-        if getattr(ctx.index, "passage_ids", None) is None:
+        if ROWS not in ctx.index.capabilities:
             raise ValueError("dota.route assigns a topic to every passage of the index: it needs an embedded index "
                              "([index] backend = \"embedded\"); or set dota.route = false")
         if ctx.index.dense is None or not cfg.retrieval.use_dense:
@@ -81,7 +82,7 @@ def build_rewriter(ctx: Context) -> DotaRewriter:
 @register("rerank", "bm25-prune", reads=("dota",))
 def build_prune_step(ctx: Context) -> BM25PruneStep:
     """Builder of rerank step ``bm25-prune``: BM25 pruning to ``dota.prune_keep`` (DoTA-RAG §2.3)."""
-    if getattr(ctx.index, "passage_ids", None) is None:
+    if ROWS not in ctx.index.capabilities:
         raise ValueError("rerank step bm25-prune scores candidates with the embedded bm25s index; it is not "
                          "available with [index] backend = \"milvus\"")
     return BM25PruneStep(ctx.index.sparse, ctx.cfg.dota.prune_keep)
