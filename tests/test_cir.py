@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import TEST_OVERRIDES, config_toml
-from preqrag.config import CIRConfig, GeneratorConfig, load_config
+from preqrag.config import GeneratorConfig, load_config
+from preqrag.generation_cir import CIRConfig
 from preqrag.generation_cir import (EXPERTISE_PROMPTS, CIRGenerator, build_cir_prompt, parse_cir_answer,
                                     resolve_expertise)
 from preqrag.records import LiveRAGAnswer, Ranking, Trace

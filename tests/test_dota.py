@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from conftest import TEST_OVERRIDES, config_toml
-from preqrag.config import DotaConfig, GeneratorConfig, load_config
+from preqrag.config import GeneratorConfig, load_config
+from preqrag.dota.settings import DotaConfig
 from preqrag.dota import BM25PruneStep, DotaRewriter, NamespaceRouter, count_votes, load_topics, parse_boxed
 from preqrag.dota.generation import PROMPT, DotaGenerator, aggregate, build_dota_prompt
 from preqrag.dota.planning import REWRITE_PROMPT, ROUTE_PROMPT, parse_typo_rewrite

@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from preqrag.config import CIRConfig, DotaConfig, GeneratorConfig, LLMConfig, RewriterConfig
+from preqrag.config import GeneratorConfig, LLMConfig, RewriterConfig
+from preqrag.dota.settings import DotaConfig
+from preqrag.generation_cir import CIRConfig
 from preqrag.llm.cache import call_key
 from preqrag.llm.structured import (chat_grouped, grammar_text, openai_schema, response_format, string_field,
                                     unwrap_reply)

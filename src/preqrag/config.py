@@ -23,6 +23,11 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+Section = _Section
+"""Base of every settings table: unknown keys are errors. A component's own table
+(:func:`register_table`) derives from it."""
+
+
 class ChunkingConfig(_Section):
     """Corpus → passages (PreQRAG §2.3: sentence-based chunks of up to 512 tokens)."""
 
@@ -309,112 +314,6 @@ class MergeConfig(_Section):
         return self
 
 
-class GingerConfig(_Section):
-    """GINGER (Łajewska et al., UiS-IAI@LiveRAG, SIGIR 2025 LiveRAG, arXiv 2506.22210): multi-query
-    rewriting (§3.1, App. B.1), pairwise reranking (§3.1), nugget-based generation (§3.2-3.3, App. B.2-B.3).
-    The number of passages nuggets are detected in (the paper's m) is ``generator.context_top_k``;
-    the response word cap is ``generator.max_words``. See docs/presets.md, section ginger."""
-
-    n_rewrites: int = Field(3, ge=1, le=10, description=(
-        "Query rewrites per question (the paper's l, §3.1; App. B.1 asks for 3; Table 1: original + 3 rewrites)."))
-    query_mode: Literal["fuse", "concatenate"] = Field("fuse", description=(
-        "'fuse': the original question and each rewrite are separate queries to BM25 and dense, all lists "
-        "fused ([fusion]); 'concatenate': one search string (q + q'1) + ... + (q + q'l) as in §3.1 (long "
-        "strings exceed the 256-token window of the default embedder)."))
-    pairwise_model: str = Field("cross-encoder", description=(
-        "Pairwise preference model of the 'pairwise' rerank step and of cluster ranking: 'cross-encoder' "
-        "(offline stand-in: sigmoid of the difference of the [reranker] cross-encoder's scores) or "
-        "'castorini/duot5-base-msmarco' (the paper's DuoT5, §3.1; needs transformers and the model hub)."))
-    pairwise_top_k: int = Field(20, ge=2, description=(
-        "Head of the pointwise ranking reranked pairwise (the paper's k; §4.3, Table 2: k=40 submitted, k=20 "
-        "scored 0.404 vs 0.397). Scaled down to 20: DuoT5 costs k(k-1) pair scores."))
-    pairwise_batch_size: int = Field(8, ge=1, description="DuoT5: pairs per forward pass.")
-    nugget_max_new_tokens: int = Field(512, ge=16, description=(
-        "Tokens a nugget reply may use: the reply lists up to 3 of the passage's sentences as JSON "
-        "(preqrag.ginger.nuggets.nugget_schema), and only sentences that fit this budget are offered."))
-    clustering: Literal["agglomerative", "bertopic"] = Field("agglomerative", description=(
-        "Nugget clustering (§3.2): 'bertopic' (the paper's BERTopic, UMAP + HDBSCAN, needs `pip install "
-        "bertopic`) or 'agglomerative' (scikit-learn, average linkage on cosine distance of the index "
-        "embedder's nugget embeddings; stable for the handful of nuggets of one question)."))
-    cluster_distance_threshold: float = Field(0.5, gt=0, lt=2, description=(
-        "agglomerative: nuggets closer than this cosine distance (1 - cosine similarity) join one cluster."))
-    cluster_ranking: Literal["pairwise", "passage-rank"] = Field("pairwise", description=(
-        "Cluster ranking (§3.2): 'pairwise' (the paper: DuoT5 on the clusters' text, here the configured "
-        "pairwise_model) or 'passage-rank' (best rank of the passages a cluster's nuggets come from)."))
-    max_sentences: int = Field(5, ge=1, description=(
-        "Response length limit in summarised clusters, one sentence each (§3.3; the authors' code caps "
-        "sentences and words). The word cap is generator.max_words (300: LiveRAG reads 300 words)."))
-    summary_max_new_tokens: int = Field(80, ge=8, description=(
-        "Tokens per cluster summary (App. B.3 asks for one sentence of about 35 words)."))
-    fluency: bool = Field(True, description="Rephrase the joined summaries for fluency (§3.3, App. B.3).")
-    fluency_max_new_tokens: int = Field(400, ge=16, description="Tokens of the fluency pass reply.")
-    max_question_tokens: int = Field(256, ge=8, description=(
-        "A longer question is cut to this many LLM tokens in the GINGER prompts (recorded as a fallback)."))
-
-
-class MMRConfig(_Section):
-    """The 'mmr' rerank step: Maximal Marginal Relevance diversification (CIR at TREC 2024 RAG,
-    §2.1, Eq. 1; Carbonell & Goldstein 1998). Defaults: CIR's priority-1 run (Table 3, run 3:
-    cosine, λ = 0.5, j = 100). See preqrag.rerankers.mmr and docs/presets.md, section cir."""
-
-    lambda_: float = Field(0.5, ge=0.0, le=1.0, description=(
-        "MMR λ: weight of relevance against (1 - λ) for dissimilarity to the passages already chosen; "
-        "the paper's runs use 0.25, 0.5, 0.75, 1 (Table 1); 0.5 is its priority-1 run. 1 = no diversification."))
-    similarity: Literal["cosine", "jaccard"] = Field("cosine", description=(
-        "Passage-passage similarity (§2.1): 'cosine' of the index's stored dense vectors, mapped to [0, 1] "
-        "as (1 + cos) / 2, or 'jaccard' over the BM25 terms (stopwords removed, stemmed, as the paper)."))
-    top_j: int = Field(100, ge=1, description=(
-        "Head of each ranking diversified and kept (the paper's j = 100, Table 1); after the cross-encoder "
-        "it is at most reranker.depth. The generator takes generator.context_top_k of it (the paper's k)."))
-    relevance: Literal["scores", "similarity"] = Field("scores", description=(
-        "MMR's relevance term: 'scores' = the incoming ranking's scores (the cross-encoder's) min-max "
-        "normalised per ranking; 'similarity' = the paper's Sim1, the same similarity between query and passage."))
-
-
-class CIRConfig(_Section):
-    """The 'cir' generator: expertise-adapted prompt and cited JSON answer (CIR at TREC 2024 RAG,
-    §2.2, Table 2). See preqrag.generation_cir and docs/presets.md, section cir."""
-
-    prompt: Literal["P.0", "P.1", "P.2", "P.3"] = Field("P.1", description=(
-        "Expertise prompt of Table 2: P.0 none, P.1 beginner, P.2 expert, P.3 some foundational knowledge. "
-        "P.1 is the paper's priority-1 run (Table 3, run 3)."))
-    use_question_expertise: bool = Field(True, description=(
-        "Choose the prompt per question from its 'user_expertise' field when present (novice -> P.1, "
-        "expert -> P.2, intermediate -> P.3); questions without it use 'prompt'."))
-
-
-class DotaConfig(_Section):
-    """DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571): typo-fixing rewrite
-    (§2.1, Fig. 3), namespace routing with self-consistency (§2.2, Fig. 4), BM25 pruning (§2.3),
-    context aggregation (§2.4). See preqrag.dota and docs/presets.md, section dota."""
-
-    route: bool = Field(True, description=(
-        "Route each question to WebOrganizer topic namespaces and search only those (§2.2); false: "
-        "the rewrite alone, every namespace searched."))
-    route_votes: int = Field(4, ge=1, description="Routing votes per question (§2.2: self-consistency, k=4).")
-    route_temperature: float = Field(0.6, gt=0, description=(
-        "Sampling temperature of the votes (> 0 so they differ; the authors' code: 0.6)."))
-    route_seed: int = Field(0, description=(
-        "Vote v samples with seed route_seed + v where the backend takes a seed (in-process llama.cpp), "
-        "so votes differ and runs repeat."))
-    route_top_n: int = Field(2, ge=1, description="Namespaces searched: the most voted (§2.2: top two).")
-    route_max_new_tokens: int = Field(160, ge=8, description=(
-        "Tokens per vote (the authors' code: 128, for free text): an upper bound for the JSON vote, whose "
-        "schema fits it (names and the 'about' text at one character per token)."))
-    rewrite_temperature: float = Field(0.0, ge=0, description=(
-        "Rewrite sampling temperature; §2.1 'low-temp' (the authors' code: 0.2 with top-p 0.1, near greedy)."))
-    rewrite_top_p: float | None = Field(None, gt=0, le=1, description=(
-        "Rewrite top-p (the authors' code: 0.1); null = llm.top_p."))
-    rewrite_max_new_tokens: int = Field(320, ge=8, description=(
-        "Tokens of the rewrite (the authors' code: 128, for free text): an upper bound for the JSON reply, "
-        "room for a 300-character rewrite at one character per token."))
-    prune_keep: int = Field(20, ge=1, description=(
-        "Candidates the 'bm25-prune' rerank step keeps (§2.3: dense 100 -> BM25 top 20)."))
-    context_tokens: int = Field(8000, ge=64, description=(
-        "Token budget of the aggregated passages (§2.4: 8k), capped by what llm.n_ctx leaves; passages are "
-        "cut proportionally to fit."))
-
-
 class RunConfig(_Section):
     """Batch run behaviour."""
 
@@ -500,6 +399,20 @@ class DeadlineConfig(_Section):
 
 
 _TABLES: dict[str, type[BaseModel]] = {}
+
+BUILTIN_TABLES: tuple[str, ...] = (
+    "preqrag.dota.settings", "preqrag.ginger.settings", "preqrag.generation_cir", "preqrag.rerankers.mmr")
+"""Modules that register the systems' own tables (``[dota]``, ``[ginger]``, ``[cir]``, ``[mmr]``),
+imported (by name: they live in higher layers) before the first configuration is validated."""
+_builtin_loaded = False
+
+
+def _ensure_tables() -> None:
+    global _builtin_loaded
+    if not _builtin_loaded:
+        _builtin_loaded = True
+        for module in BUILTIN_TABLES:
+            importlib.import_module(module)
 """Tables brought by registered components (:func:`register_table`), beside the built-in ones."""
 
 
@@ -550,10 +463,6 @@ class PipelineConfig(_Section):
     llm: LLMConfig = LLMConfig()
     classifier: ClassifierConfig = ClassifierConfig()
     rewriter: RewriterConfig = RewriterConfig()
-    ginger: GingerConfig = GingerConfig()
-    dota: DotaConfig = DotaConfig()
-    mmr: MMRConfig = MMRConfig()
-    cir: CIRConfig = CIRConfig()
     run: RunConfig = RunConfig()
     deadline: DeadlineConfig = DeadlineConfig()
     imports: list[str] = Field([], description=(
@@ -567,6 +476,7 @@ class PipelineConfig(_Section):
         that is neither built in nor registered is an error; missing ones get their defaults."""
         if not isinstance(data, dict):
             return data
+        _ensure_tables()
         out = dict(data)
         for key, value in data.items():
             if key in cls.model_fields:

@@ -19,7 +19,8 @@
 from __future__ import annotations
 
 from ..answering import answer_options, repair_answer
-from ..config import DotaConfig, GeneratorConfig
+from ..config import GeneratorConfig
+from .settings import DotaConfig
 from ..generation import CHAT_TEMPLATE_MARGIN, Generated, approx_tokens, truncate_tokens, truncate_words
 from ..stages import LLM, LLMError
 

@@ -37,7 +37,7 @@ import difflib
 import re
 from collections import Counter
 
-from ..config import DotaConfig
+from .settings import DotaConfig
 from ..records import QueryPlan, QuestionType, SubQuery
 from ..rewriting import _clean_line, _content_words
 from ..llm.structured import CHARS_PER_TOKEN, chars_for, json_field, parse_json, string_field

@@ -38,7 +38,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..config import GeneratorConfig, GingerConfig
+from ..config import GeneratorConfig
+from .settings import GingerConfig
 from ..generation import CHAT_TEMPLATE_MARGIN, Generated
 from ..records import ClusterRecord, FluencyRecord, GenerationDetails, NuggetRecord, SummaryRecord
 from ..stages import LLM, LLMError

@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import re
 
-from ..config import GingerConfig, RewriterConfig
+from ..config import RewriterConfig
+from .settings import GingerConfig
 from ..records import QueryPlan, QuestionType, SubQuery
 from ..stages import LLM, LLMError
 from ..text import cap_tokens, content_words, token_counter

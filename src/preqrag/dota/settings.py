@@ -1,0 +1,43 @@
+"""The ``[dota]`` table: DoTA-RAG's settings (registered with :func:`preqrag.config.register_table`)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ..config import Section as _Section
+from ..config import register_table
+
+
+class DotaConfig(_Section):
+    """DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571): typo-fixing rewrite
+    (§2.1, Fig. 3), namespace routing with self-consistency (§2.2, Fig. 4), BM25 pruning (§2.3),
+    context aggregation (§2.4). See preqrag.dota and docs/presets.md, section dota."""
+
+    route: bool = Field(True, description=(
+        "Route each question to WebOrganizer topic namespaces and search only those (§2.2); false: "
+        "the rewrite alone, every namespace searched."))
+    route_votes: int = Field(4, ge=1, description="Routing votes per question (§2.2: self-consistency, k=4).")
+    route_temperature: float = Field(0.6, gt=0, description=(
+        "Sampling temperature of the votes (> 0 so they differ; the authors' code: 0.6)."))
+    route_seed: int = Field(0, description=(
+        "Vote v samples with seed route_seed + v where the backend takes a seed (in-process llama.cpp), "
+        "so votes differ and runs repeat."))
+    route_top_n: int = Field(2, ge=1, description="Namespaces searched: the most voted (§2.2: top two).")
+    route_max_new_tokens: int = Field(160, ge=8, description=(
+        "Tokens per vote (the authors' code: 128, for free text): an upper bound for the JSON vote, whose "
+        "schema fits it (names and the 'about' text at one character per token)."))
+    rewrite_temperature: float = Field(0.0, ge=0, description=(
+        "Rewrite sampling temperature; §2.1 'low-temp' (the authors' code: 0.2 with top-p 0.1, near greedy)."))
+    rewrite_top_p: float | None = Field(None, gt=0, le=1, description=(
+        "Rewrite top-p (the authors' code: 0.1); null = llm.top_p."))
+    rewrite_max_new_tokens: int = Field(320, ge=8, description=(
+        "Tokens of the rewrite (the authors' code: 128, for free text): an upper bound for the JSON reply, "
+        "room for a 300-character rewrite at one character per token."))
+    prune_keep: int = Field(20, ge=1, description=(
+        "Candidates the 'bm25-prune' rerank step keeps (§2.3: dense 100 -> BM25 top 20)."))
+    context_tokens: int = Field(8000, ge=64, description=(
+        "Token budget of the aggregated passages (§2.4: 8k), capped by what llm.n_ctx leaves; passages are "
+        "cut proportionally to fit."))
+
+
+register_table("dota", DotaConfig)
