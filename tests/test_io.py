@@ -124,3 +124,34 @@ def test_duplicate_ids_found_across_groups_in_bounded_memory(tmp_path, monkeypat
     write(docs)
     monkeypatch.setattr(io, "id_hash", lambda doc_id: 7)  # every id collides: none is a duplicate
     assert len(list(io.iter_corpus(path))) == 10
+
+
+def test_unsupported_corpus_formats_are_refused_by_name_and_by_content(tmp_path):
+    import gzip
+    import subprocess
+    import sys
+
+    from preqrag.io import corpus_files
+
+    good = b'{"id": "d1", "text": "A reef."}\n'
+    cases = {
+        "c.csv": (b"id,text\nd1,A reef.\n", "unsupported corpus format .csv"),
+        "c.tsv.gz": (gzip.compress(b"d1\tA reef.\n"), "unsupported corpus format .tsv.gz"),
+        "c.jsonl": (b"id,text\nd1,A reef.\n", "not JSON Lines (line 1 does not start with '{')"),
+        "z.jsonl": (gzip.compress(good), "gzip-compressed: name it .jsonl.gz"),
+        "p.jsonl": (b"PAR1" + b"\0" * 16, "a Parquet file: name it .parquet"),
+        "n.jsonl.gz": (good, "not gzip-compressed although named .gz"),
+        "x.parquet": (good, "not a Parquet file (no PAR1 magic bytes)"),
+    }
+    for name, (data, message) in cases.items():
+        (tmp_path / name).write_bytes(data)
+        with pytest.raises(ValueError, match="supported: JSON Lines") as e:
+            corpus_files(tmp_path / name)
+        assert str(e.value).startswith(f"{tmp_path / name}: {message}"), str(e.value)
+    (tmp_path / "ok.jsonl.gz").write_bytes(gzip.compress(b"\xef\xbb\xbf" + good))
+    assert corpus_files(tmp_path / "ok.jsonl.gz") == [tmp_path / "ok.jsonl.gz"]
+    # the command line refuses it before any work, exit 2, no index directory left
+    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "index", "--corpus", str(tmp_path / "c.csv"),
+                        "--index", str(tmp_path / "idx")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "unsupported corpus format .csv" in r.stderr, r.stderr
+    assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()

@@ -32,7 +32,7 @@ import numpy as np
 from .chunking import Chunker
 from .config import PipelineConfig
 from .encoders import load_encoder
-from .io import atomic_write_text, iter_corpus
+from .io import atomic_write_text, corpus_files, iter_corpus
 from .passages import PassageStore, write_store
 from .records import Passage
 from .retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts
@@ -269,6 +269,7 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
     corpus, index_dir = Path(corpus), Path(index_dir)
     if index_dir.exists() and not overwrite:
         raise FileExistsError(f"{index_dir} exists; pass overwrite=True (CLI: --overwrite) to replace it")
+    corpus_files(corpus)  # an unsupported format is refused here, before hashing or loading a model
     encoder = load_encoder(cfg.embedder)
     max_tokens = min(cfg.chunking.max_tokens, encoder.max_seq_length - 2)  # room for [CLS]/[SEP]
     seconds: dict[str, float] = {}

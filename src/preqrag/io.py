@@ -216,12 +216,57 @@ def corpus_files(path: str | Path) -> list[Path]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such corpus file or directory")
     if not path.is_dir():
+        check_corpus_format(path)
         return [path]
     files = sorted((f for f in path.rglob("*") if f.is_file() and f.name.endswith(CORPUS_SUFFIXES)),
                    key=lambda f: f.relative_to(path).as_posix())
     if not files:
         raise ValueError(f"{path}: a directory with no corpus file ({', '.join(CORPUS_SUFFIXES)})")
+    for f in files:
+        check_corpus_format(f)
     return files
+
+
+SUPPORTED_CORPUS_FORMATS = ("supported: JSON Lines (.jsonl, .jsonl.gz: one object per line with string 'id' and "
+                            "'text'), Parquet (.parquet with FineWeb's 'id' and 'text' columns), or a directory of them")
+
+
+def check_corpus_format(path: str | Path) -> None:
+    """Refuse a corpus file that is not one of the supported formats, by its name and by its
+    first bytes (4 KiB; nothing else is read), before any work on it.
+
+    Raises:
+        ValueError: naming the file and saying what it is and what is supported: an unsupported
+            extension (``.csv``, ``.tsv``, ``.json``, ...); a ``.parquet`` without Parquet's
+            ``PAR1`` magic; a ``.jsonl`` that is gzip-compressed or Parquet; a ``.jsonl.gz`` that is
+            not gzip; JSON Lines whose first line does not start an object (``{``).
+    """
+    path = Path(path)
+    name = path.name.lower()
+    if not name.endswith(CORPUS_SUFFIXES):
+        shown = "".join(path.suffixes[-2:]) or "(none)"
+        raise ValueError(f"{path}: unsupported corpus format {shown}; {SUPPORTED_CORPUS_FORMATS}")
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if name.endswith(".parquet"):
+        if head and head[:4] != b"PAR1":
+            raise ValueError(f"{path}: not a Parquet file (no PAR1 magic bytes); {SUPPORTED_CORPUS_FORMATS}")
+        return
+    if name.endswith(".gz"):
+        if head and head[:2] != b"\x1f\x8b":
+            raise ValueError(f"{path}: not gzip-compressed although named .gz; {SUPPORTED_CORPUS_FORMATS}")
+        try:
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(4096)
+        except (OSError, EOFError) as e:
+            raise ValueError(f"{path}: unreadable gzip ({e}); {SUPPORTED_CORPUS_FORMATS}") from e
+    elif head[:2] == b"\x1f\x8b":
+        raise ValueError(f"{path}: gzip-compressed: name it .jsonl.gz; {SUPPORTED_CORPUS_FORMATS}")
+    elif head[:4] == b"PAR1":
+        raise ValueError(f"{path}: a Parquet file: name it .parquet; {SUPPORTED_CORPUS_FORMATS}")
+    first = head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
+    if first and first != b"{":
+        raise ValueError(f"{path}: not JSON Lines (line 1 does not start with '{{'); {SUPPORTED_CORPUS_FORMATS}")
 
 
 def iter_corpus(path: str | Path) -> Iterator[tuple[str, str, dict[str, Any]]]:
