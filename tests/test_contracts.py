@@ -259,3 +259,19 @@ def test_marker_citations_and_id_mapping():
     assert marker_citations(answer, 3) == [("Reefs grow slowly [1].", [1]), ("They need light [2, 3]!", [2, 3])]
     assert numbers_to_ids([("s", [1, 3, 9])], ["p1", "p2", "p3"]) == [("s", ["p1", "p3"])]
     assert ids_to_numbers([("s", ["p3", "x"]), ("t", [])], ["p1", "p2", "p3"]) == [("s", [3])]
+
+
+def test_readme_example_question_is_answerable_from_the_corpus_readme_indexes():
+    import gzip
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    corpus = re.search(r"preqrag index --corpus (\S+) --index \./idx", readme).group(1)
+    question = re.search(r'preqrag ask --index \./idx "([^"]+)"', readme).group(1)
+    bench = root / corpus
+    questions = [json.loads(line) for line in open(bench.parent / "smoke.jsonl", encoding="utf-8")]
+    (q,) = [q for q in questions if q["question"] == question]
+    with gzip.open(bench, "rt", encoding="utf-8") as fh:
+        ids = {json.loads(line)["id"] for line in fh}
+    assert set(q["gold_doc_ids"]) <= ids

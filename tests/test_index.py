@@ -134,3 +134,56 @@ def test_interrupted_build_resumes_from_checkpointed_shards(tmp_path, small_corp
     manifest = build_index(small_corpus[0], target, test_config)
     assert sum(encoded) == manifest["n_passages"] - 32  # the two finished shards were not re-encoded
     assert (target / "manifest.json").exists() and not (tmp_path / "idx.partial").exists()
+
+
+def test_damaged_or_foreign_index_files_are_named_before_the_first_question(small_index, small_corpus, test_config,
+                                                                              tmp_path):
+    """Each file of an index truncated, zeroed or from another index: Index.open names the file and
+    the remedy; `preqrag index --verify` names it too (exit 2) and passes an intact index."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    from preqrag.index import Index, IndexOpenError, build_index
+
+    other_corpus = tmp_path / "other.jsonl"
+    docs = [json.loads(line) for line in open(small_corpus[0], encoding="utf-8")][:3]
+    other_corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    other = tmp_path / "other"
+    build_index(other_corpus, other, test_config)
+    files = json.loads((small_index / "manifest.json").read_text())["files"]
+    assert {"passages.arrow", "passages.lookup.npy", "passages.parquet", "dense.faiss"} <= set(files)
+    assert any(f.startswith("bm25/") for f in files)
+
+    def damaged(rel: str, how: str):
+        d = tmp_path / f"{how}-{rel.replace('/', '_')}"
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(small_index, d)
+        f = d / rel
+        if how == "truncated":
+            with open(f, "r+b") as fh:
+                fh.truncate(f.stat().st_size // 2)
+        elif how == "zeroed":
+            f.write_bytes(b"\0" * f.stat().st_size)
+        else:  # the same file of another index
+            shutil.copy(other / rel, f)
+        return d
+
+    for rel in files:
+        for how in ("truncated", "zeroed", "foreign"):
+            if how == "foreign" and not (other / rel).exists():
+                continue
+            d = damaged(rel, how)
+            with pytest.raises(IndexOpenError, match="rebuild the index with `preqrag index`") as e:
+                Index.open(d, test_config)
+            assert str(d / rel) in str(e.value), (rel, how, str(e.value))
+    d = damaged("manifest.json", "truncated")
+    with pytest.raises(IndexOpenError, match=r"manifest.json: unreadable .*rebuild"):
+        Index.open(d, test_config)
+
+    cli = [sys.executable, "-m", "preqrag.cli", "index", "--verify"]
+    r = subprocess.run([*cli, str(small_index)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "every file matches" in r.stderr, r.stderr
+    r = subprocess.run([*cli, str(damaged("dense.faiss", "zeroed"))], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "dense.faiss: content differs" in r.stderr, r.stderr

@@ -3,6 +3,7 @@ id through the hash lookup, nothing loaded per passage at open."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pyarrow.parquet as pq
@@ -39,6 +40,9 @@ def test_index_uses_the_store_and_old_indexes_still_open(small_index, test_confi
     shutil.copytree(small_index, old)
     (old / ARROW).unlink()
     (old / LOOKUP).unlink()
+    manifest = json.loads((old / "manifest.json").read_text())
+    del manifest["files"]  # an index of that time recorded no files either
+    (old / "manifest.json").write_text(json.dumps(manifest))
     legacy = Index.open(old, test_config)  # built before the store: read from passages.parquet
     assert not legacy.passages.memory_mapped and legacy.passages[pid] == index.passages[pid]
     q = "solar energy"

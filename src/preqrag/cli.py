@@ -71,9 +71,25 @@ def index(ctx: typer.Context,
               "jobs ...); combine the N shard directories with `preqrag index merge`.")),
           backend: Optional[str] = typer.Option(None, "--backend", help=(
               "milvus: load the embedded index --index (built first from --corpus if it does not exist) into "
-              "the Milvus collection of [index] uri/collection, resumably. Default: [index] backend."))):
+              "the Milvus collection of [index] uri/collection, resumably. Default: [index] backend.")),
+          verify: Optional[Path] = typer.Option(None, "--verify", help=(
+              "Check an index's files against the sizes and SHA-256 its manifest records (nothing is built); "
+              "exit 2 naming every damaged file."))):
     """Chunk a corpus into passages and build the BM25 and dense indexes (or one shard of them)."""
     if ctx.invoked_subcommand is not None:
+        return
+    if verify is not None:
+        from .index import IndexOpenError, verify_index
+
+        try:
+            problems = verify_index(verify)
+        except IndexOpenError as e:
+            problems = [str(e)]
+        for problem in problems:
+            err.print(f"[red]error:[/red] {problem}")
+        if problems:
+            raise typer.Exit(2)
+        err.print(f"{verify}: every file matches its manifest record (size and SHA-256)")
         return
     if (backend or "embedded") not in ("embedded", "milvus"):
         err.print(f"[red]error:[/red] --backend {backend!r}: embedded or milvus")

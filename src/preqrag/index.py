@@ -318,10 +318,98 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+    manifest["files"] = record_files(partial)  # sizes and hashes, checked at open (check_index_files)
     atomic_write_text(partial / "manifest.json", json.dumps(manifest, indent=2))
     publish_partial(partial, index_dir)
     manifest["size_bytes"] = sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file())
     return manifest
+
+
+FINGERPRINT_BYTES = 65536
+"""Bytes hashed at each end of an index file for the check at open (:func:`check_index_files`)."""
+
+
+def _fingerprint(path: Path, size: int) -> str:
+    """SHA-256 of a file's first and last :data:`FINGERPRINT_BYTES` (the whole file when smaller)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        h.update(fh.read(FINGERPRINT_BYTES))
+        if size > 2 * FINGERPRINT_BYTES:
+            fh.seek(size - FINGERPRINT_BYTES)
+            h.update(fh.read(FINGERPRINT_BYTES))
+        elif size > FINGERPRINT_BYTES:
+            h.update(fh.read())
+    return h.hexdigest()
+
+
+def record_files(index_dir: str | Path) -> dict[str, dict]:
+    """``{relative path: {"size", "sha256", "fingerprint"}}`` of every file of an index
+    directory but ``manifest.json`` (the manifest's ``files``): what :func:`check_index_files`
+    and :func:`verify_index` compare against."""
+    root = Path(index_dir)
+    out = {}
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root).as_posix()
+        if f.is_file() and rel not in ("manifest.json", "partial.json"):  # partial.json: the build's state, removed at publish
+            size = f.stat().st_size
+            out[rel] = {"size": size, "sha256": file_sha256(f), "fingerprint": _fingerprint(f, size)}
+    return out
+
+
+REBUILD = "rebuild the index with `preqrag index` (or restore the file from a copy)"
+
+
+def check_index_files(index_dir: str | Path, manifest: dict, *, full: bool = False) -> list[str]:
+    """Problems with the files the manifest records (``files``; older indexes have none: no
+    check): a file missing, of another size (truncated, grown), or whose first and last 64 KiB
+    differ (zeroed, or from another index); with ``full`` also a whole-file SHA-256 mismatch
+    (``preqrag index --verify``). Returns ``"<file>: <what>"`` lines; ``[]`` when all is well."""
+    root = Path(index_dir)
+    problems = []
+    for rel, want in (manifest.get("files") or {}).items():
+        f = root / rel
+        if not f.is_file():
+            problems.append(f"{f}: missing")
+            continue
+        size = f.stat().st_size
+        if size != want["size"]:
+            problems.append(f"{f}: {size} bytes, the manifest says {want['size']} (truncated or replaced)")
+        elif _fingerprint(f, size) != want["fingerprint"]:
+            problems.append(f"{f}: content differs from the manifest's (zeroed, damaged, or from another index)")
+        elif full and file_sha256(f) != want["sha256"]:
+            problems.append(f"{f}: SHA-256 differs from the manifest's (damaged)")
+    return problems
+
+
+def read_manifest(index_dir: str | Path) -> dict:
+    """The parsed ``manifest.json`` of an index.
+
+    Raises:
+        IndexOpenError: no manifest, or one that is not a JSON object (naming the file and the remedy).
+    """
+    mpath = Path(index_dir) / "manifest.json"
+    if not mpath.exists():
+        raise IndexOpenError(f"{index_dir}: not a preqrag index (no manifest.json); build it with `preqrag index`")
+    try:
+        manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise IndexOpenError(f"{mpath}: unreadable ({type(e).__name__}: {e}); {REBUILD}") from e
+    if not isinstance(manifest, dict) or "embedder" not in manifest or "bm25" not in manifest:
+        raise IndexOpenError(f"{mpath}: not a preqrag manifest; {REBUILD}")
+    return manifest
+
+
+def verify_index(index_dir: str | Path) -> list[str]:
+    """Every check :meth:`Index.open` makes on the files, plus the whole-file SHA-256 of each
+    (``preqrag index --verify IDX``). Returns the problems (``[]``: intact).
+
+    Raises:
+        IndexOpenError: no readable manifest.
+    """
+    manifest = read_manifest(index_dir)
+    if not manifest.get("files"):
+        return [f"{index_dir}: built before file records were kept (no 'files' in manifest.json): nothing to verify"]
+    return check_index_files(index_dir, manifest, full=True)
 
 
 @dataclass
@@ -366,10 +454,10 @@ class Index:
         if index_dir is None:
             raise IndexOpenError('--index is required (the index directory), unless [index] backend = "milvus"')
         index_dir = Path(index_dir)
-        mpath = index_dir / "manifest.json"
-        if not mpath.exists():
-            raise IndexOpenError(f"{index_dir}: not a preqrag index (no manifest.json); build it with `preqrag index`")
-        manifest = json.loads(mpath.read_text())
+        manifest = read_manifest(index_dir)
+        problems = check_index_files(index_dir, manifest)
+        if problems:
+            raise IndexOpenError("; ".join(problems) + f"; {REBUILD}")
         built = manifest["embedder"]["name"]
         if manifest.get("dense", True) and built != cfg.embedder.name:
             raise IndexOpenError(

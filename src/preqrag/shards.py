@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import PipelineConfig
-from .index import publish_partial, start_partial
+from .index import publish_partial, record_files, start_partial
 from .io import atomic_write_text
 
 SHARD_MANIFEST = "shard.json"
@@ -284,6 +284,7 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
                 "shard_seconds": [m["seconds"] for _, m in shards],
                 "seconds": {k: round(v, 3) for k, v in seconds.items()},
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    manifest["files"] = record_files(partial)  # checked when the index is opened (preqrag.index.check_index_files)
     atomic_write_text(partial / "manifest.json", json.dumps(manifest, indent=2))
     publish_partial(partial, index_dir)
     manifest["size_bytes"] = sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file())
