@@ -8,6 +8,7 @@ building needs memory for the index structure itself, not for a second copy of e
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -63,6 +64,69 @@ def _as_shards(embeddings) -> list[np.ndarray]:
     return [np.load(s, mmap_mode="r") if isinstance(s, (str, Path)) else s for s in embeddings]
 
 
+def _flat_header(dim: int, n: int) -> bytes:
+    """The bytes FAISS writes before the vectors of an ``IndexFlatIP`` of ``n`` vectors of ``dim``
+    floats (fourcc ``IxFI``, the index header with ``ntotal``, then the code vector's length).
+
+    Derived from FAISS itself rather than hard-coded: the serialisation of a 1-vector index minus
+    its vector gives the layout; ``ntotal`` (int64 at byte 8) and the code length (uint64, the
+    header's last 8 bytes) are set for ``n``, and the rule is checked against FAISS's own
+    serialisation of a 3-vector index.
+
+    Raises:
+        RuntimeError: the installed FAISS writes flat indexes differently (the caller falls back
+            to ``faiss.write_index``).
+    """
+    import faiss
+
+    def serialized(vectors: np.ndarray) -> bytes:
+        index = faiss.IndexFlatIP(dim)
+        index.add(vectors)
+        return bytes(faiss.serialize_index(index))
+
+    row = dim * 4
+    one = serialized(np.ones((1, dim), np.float32))[:-row]
+    per_vector = int(np.frombuffer(one[-8:], dtype="<u8")[0])  # code length of 1 vector (floats or bytes)
+
+    def header(k: int) -> bytes:
+        h = bytearray(one)
+        h[8:16] = np.int64(k).astype("<i8").tobytes()
+        h[-8:] = np.uint64(k * per_vector).astype("<u8").tobytes()
+        return bytes(h)
+
+    probe = np.random.default_rng(0).random((3, dim), dtype=np.float32)
+    if one[:4] != b"IxFI" or header(3) + probe.tobytes() != serialized(probe):
+        raise RuntimeError("unexpected FAISS flat index layout")
+    return header(n)
+
+
+def write_flat_index(sources: Sequence, path: str | Path, dim: int, n: int) -> None:
+    """Write an exact inner-product index (FAISS ``IndexFlatIP``) straight from the vector shards:
+    the header (:func:`_flat_header`), then each shard's float32 rows in order, to a temporary
+    name renamed at the end. Peak memory: one shard (FAISS's own ``add`` grows one vector of all
+    codes by reallocation, about twice the index at the end). The file is byte-identical to
+    ``faiss.write_index`` of the same index (tests/test_dense_index.py)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    written = 0
+    with open(tmp, "wb") as fh:
+        fh.write(_flat_header(dim, n))
+        for src in sources:
+            arr = np.load(src) if isinstance(src, (str, Path)) else np.asarray(src)
+            arr = np.ascontiguousarray(arr, dtype=np.float32)
+            if arr.ndim != 2 or arr.shape[1] != dim:
+                raise ValueError(f"vector shard of shape {arr.shape}, expected (rows, {dim})")
+            fh.write(arr.tobytes())
+            written += len(arr)
+            del arr
+        fh.flush()
+        os.fsync(fh.fileno())
+    if written != n:
+        tmp.unlink(missing_ok=True)
+        raise ValueError(f"{written} vectors written, expected {n}")
+    tmp.replace(path)
+
+
 def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -> dict:
     """Write a FAISS inner-product index of the passage vectors to ``path``.
 
@@ -89,6 +153,12 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     n = sum(len(s) for s in shards)
     dim = shards[0].shape[1]
     spec = factory_string(cfg.dense_index, n, dim, cfg)
+    if spec == "Flat":  # exact: written straight from the shards, peak memory one shard
+        try:
+            write_flat_index(sources, path, dim, n)
+            return {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": 0}
+        except RuntimeError:  # another FAISS layout: build it in memory below
+            pass
     index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
     if cfg.dense_index == "hnsw":
         index.hnsw.efConstruction = cfg.hnsw_ef_construction
