@@ -118,3 +118,55 @@ def test_calls_hanging_past_every_retry_are_recorded_failures(tmp_path, llama_se
     assert not out.exists() or out.read_text() == ""
     # each generation call: the first attempt + 1 retry, each on a new connection (rewrite calls come on top)
     assert proxy.connections >= 2 * 2
+
+
+def _limited(max_bytes: int):
+    """preexec_fn: a file size limit (RLIMIT_FSIZE) for the child: a write past it fails with EFBIG
+    (Python ignores SIGXFSZ), as on a full disk."""
+    import resource
+
+    return lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, resource.RLIM_INFINITY))
+
+
+def test_disk_full_during_a_run_then_the_same_command_finishes(tmp_path, small_index, small_corpus):
+    questions = small_corpus[2]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
+    cfg = tmp_path / "x.toml"  # no LLM: the extractive generator
+    cfg.write_text(config_toml({"pipeline": "hybrid", "reranker": {"depth": 8}, "run": {"batch_size": 1},
+                                "generator": {"name": "extractive"}}))
+    cmd = [sys.executable, "-m", "preqrag.cli", "run", str(qfile), "--index", str(small_index), "--config", str(cfg)]
+    probe = tmp_path / "probe.jsonl"
+    assert subprocess.run([*cmd, "-o", str(probe)], capture_output=True, timeout=600).returncode == 0
+    sizes = [len(line.encode()) for line in open(sidecar(probe, "traces"), encoding="utf-8")]
+    limit = sum(sizes[:2]) + sizes[2] // 2  # the third question's trace does not fit
+    out = tmp_path / "answers.jsonl"
+    r = subprocess.run([*cmd, "-o", str(out)], capture_output=True, text=True, timeout=600, preexec_fn=_limited(limit))
+    assert r.returncode == 2, r.stderr
+    assert "answers.traces.jsonl: File too large (disk full, quota or file size limit)" in r.stderr
+    assert "run the same command again when there is space" in r.stderr
+    answers = [json.loads(line) for line in open(out, encoding="utf-8")]  # every line whole: no torn line
+    assert [a["id"] for a in answers] == [q["id"] for q in questions[:2]]
+    assert len(open(sidecar(out, "traces"), encoding="utf-8").read().splitlines()) == 2
+    r = subprocess.run([*cmd, "-o", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "2 already answered" in r.stderr, r.stderr
+    assert sorted(json.loads(line)["id"] for line in open(out, encoding="utf-8")) == sorted(q["id"] for q in questions)
+
+
+def test_disk_full_during_a_build_then_the_same_command_resumes_to_the_same_index(tmp_path, small_index,
+                                                                                   small_corpus):
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(config_toml(TEST_OVERRIDES))
+    files = json.loads((small_index / "manifest.json").read_text())["files"]
+    limit = files["passages.parquet"]["size"] + 1024  # chunking fits; a larger file (the store) does not
+    assert max(f["size"] for f in files.values()) > limit
+    out = tmp_path / "idx"
+    cmd = [sys.executable, "-m", "preqrag.cli", "index", "--corpus", str(small_corpus[0]), "--index", str(out),
+           "--config", str(cfg)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=_limited(limit))
+    assert r.returncode == 2 and "File too large (disk full, quota or file size limit)" in r.stderr, r.stderr
+    assert not out.exists() and (tmp_path / "idx.partial").is_dir()  # nothing published; finished steps kept
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    resumed = json.loads((out / "manifest.json").read_text())["files"]
+    assert {k: v["sha256"] for k, v in resumed.items()} == {k: v["sha256"] for k, v in files.items()}

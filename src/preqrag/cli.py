@@ -27,6 +27,7 @@ from .cli_common import ConfigOpt, err
 from .cli_common import open_config as _config
 from .cli_common import open_pipeline as _pipeline
 from .config import ConfigError, dump_config, load_config
+from .io import out_of_space
 
 # A newcomer's screen shows stage progress and answers, not a library's per-model loading bars
 # ("Loading weights" from transformers, once per model load). Users can still set these.
@@ -118,6 +119,13 @@ def index(ctx: typer.Context,
                                        progress=progress)
         except (FileExistsError, ValueError) as e:
             err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2)
+        except OSError as e:
+            if not out_of_space(e):
+                raise
+            err.print(f"[red]error:[/red] cannot write {e.filename or index_dir}: {e.strerror} (disk full, quota or "
+                      f"file size limit). Nothing was published at {index_dir}; the finished steps are kept in "
+                      f"{index_dir}.partial: run the same command again when there is space: it resumes.")
             raise typer.Exit(2)
     if shard is not None:
         err.print(f"shard {shard}: {manifest['n_documents']} of {manifest['corpus']['n_documents']} documents, "
@@ -239,8 +247,16 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     with Progress(TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err) as bar:
         task = bar.add_task("answering", total=None)
-        summary = run_questions(pipeline, questions, output, limit=limit, deadline=due,
-                                on_progress=lambda d, t: bar.update(task, completed=d, total=t))
+        try:
+            summary = run_questions(pipeline, questions, output, limit=limit, deadline=due,
+                                    on_progress=lambda d, t: bar.update(task, completed=d, total=t))
+        except OSError as e:
+            if not out_of_space(e):
+                raise
+            err.print(f"[red]error:[/red] cannot write {e.filename or output}: {e.strerror} (disk full, quota or "
+                      f"file size limit). The answers written before are intact in {output}; run the same "
+                      "command again when there is space: it resumes with the questions left.")
+            raise typer.Exit(2)
     for e in summary.input_errors:
         err.print(f"[yellow]skipped input line[/yellow] {e}")
     err.print(f"{summary.answered} answered, {summary.failed} failed, {summary.skipped} already answered, "

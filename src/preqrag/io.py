@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import json
@@ -433,14 +434,37 @@ def atomic_write_text(path: str | Path, text: str) -> None:
 
 
 def append_jsonl(path: str | Path, records: list[dict]) -> None:
-    """Append records as JSON lines with a single write, then flush and fsync."""
+    """Append records as JSON lines with a single write, then flush and fsync.
+
+    All or nothing: when the write fails (disk full ``ENOSPC``, file size limit ``EFBIG``, quota
+    ``EDQUOT``, ...) the file is cut back to its length before the call, so no torn line follows
+    the records already there, and the OSError is raised (:func:`out_of_space` tells whether
+    more space would let the same command finish)."""
     if not records:
         return
-    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
+    data = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8")
+    with open(path, "ab", buffering=0) as fh:  # unbuffered: a failed write leaves nothing pending
+        start = fh.seek(0, os.SEEK_END)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[fh.write(view):]
+            os.fsync(fh.fileno())
+        except OSError:
+            try:
+                os.ftruncate(fh.fileno(), start)
+            except OSError:  # pragma: no cover - the truncate itself failed: resume drops the torn line
+                pass
+            raise
+
+
+OUT_OF_SPACE = {errno.ENOSPC, errno.EFBIG, getattr(errno, "EDQUOT", errno.ENOSPC)}
+"""errno values of a write that more space (or a larger file size limit) would let succeed."""
+
+
+def out_of_space(e: BaseException) -> bool:
+    """Whether ``e`` is an OSError of :data:`OUT_OF_SPACE` (a full disk, a file size limit, a quota)."""
+    return isinstance(e, OSError) and e.errno in OUT_OF_SPACE
 
 
 def read_jsonl_tolerant(path: str | Path, repair: bool = False) -> list[dict]:

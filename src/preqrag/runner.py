@@ -119,6 +119,16 @@ def _deadline_batches(batches: list[list[Question]], runner) -> Iterator[tuple[i
         yield done, outcomes
 
 
+def _append(path: Path, records: list[dict]) -> None:
+    """:func:`append_jsonl`, its OSError naming ``path`` (a full disk says which file it stopped)."""
+    try:
+        append_jsonl(path, records)
+    except OSError as e:
+        if e.filename is None:
+            raise OSError(e.errno, e.strerror, str(path)) from e
+        raise
+
+
 def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | Path, *,
                   limit: int | None = None,
                   on_progress: Callable[[int, int], None] | None = None,
@@ -168,8 +178,8 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
     last_write: float | None = None  # when this run's last answers were written (epoch seconds)
     for done_count, outcomes in answered_batches:
         traces = [o.trace.model_dump(mode="json") for o in outcomes if o.trace is not None and o.answer is not None]
-        append_jsonl(sidecar(output, "traces"), traces)  # traces first: an answer never lacks its trace
-        append_jsonl(output, [o.answer.model_dump(mode="json") for o in outcomes if o.answer is not None])
+        _append(sidecar(output, "traces"), traces)  # traces first: an answer never lacks its trace
+        _append(output, [o.answer.model_dump(mode="json") for o in outcomes if o.answer is not None])
         last_write = time.time()
         for o in outcomes:
             if o.failure is not None:
