@@ -28,14 +28,13 @@ split). Models used by several components are shared through :meth:`Context.shar
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
-from .config import PipelineConfig, register_table
+from .config import PipelineConfig, import_once, register_table
 
 SLOTS: tuple[str, ...] = ("classifier", "rewriter", "retriever", "fusion", "rerank", "merge", "generator")
 """The pipeline's slots that components fill (:mod:`preqrag.pipeline`, in order)."""
@@ -67,7 +66,6 @@ class Registration:
 
 
 _REGISTRY: dict[str, dict[str, Registration]] = {slot: {} for slot in SLOTS}
-_loaded = False
 
 
 def register(slot: str, name: str, *, reads: tuple[str, ...] = (),
@@ -102,11 +100,7 @@ def register(slot: str, name: str, *, reads: tuple[str, ...] = (),
 
 
 def _ensure_builtin() -> None:
-    global _loaded
-    if not _loaded:
-        _loaded = True
-        for module in BUILTIN:
-            importlib.import_module(module)
+    import_once(BUILTIN)
 
 
 def names(slot: str) -> list[str]:

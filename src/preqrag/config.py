@@ -404,15 +404,21 @@ BUILTIN_TABLES: tuple[str, ...] = (
     "preqrag.dota.settings", "preqrag.ginger.settings", "preqrag.generation_cir", "preqrag.rerankers.mmr")
 """Modules that register the systems' own tables (``[dota]``, ``[ginger]``, ``[cir]``, ``[mmr]``),
 imported (by name: they live in higher layers) before the first configuration is validated."""
-_builtin_loaded = False
+_imported: set[str] = set()
+
+
+def import_once(modules: tuple[str, ...]) -> None:
+    """Import each module of ``modules`` by name, once per process: the built-in systems register
+    their tables (:data:`BUILTIN_TABLES`) and components (:data:`preqrag.components.BUILTIN`) this
+    way, so that the lower layers that keep the registries never import them by statement."""
+    for module in modules:
+        if module not in _imported:
+            _imported.add(module)
+            importlib.import_module(module)
 
 
 def _ensure_tables() -> None:
-    global _builtin_loaded
-    if not _builtin_loaded:
-        _builtin_loaded = True
-        for module in BUILTIN_TABLES:
-            importlib.import_module(module)
+    import_once(BUILTIN_TABLES)
 """Tables brought by registered components (:func:`register_table`), beside the built-in ones."""
 
 
