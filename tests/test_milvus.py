@@ -22,7 +22,7 @@ from preqrag.fusion.rrf import RRFFusion  # noqa: E402
 from preqrag.backends import open_index  # noqa: E402
 from preqrag.stages import FilterUnsupported  # noqa: E402
 from preqrag.index import Index, IndexOpenError  # noqa: E402
-from preqrag.milvus import MilvusError, MilvusIndex, load_collection, rows_in  # noqa: E402
+from preqrag.milvus import MilvusIndex, load_collection, rows_in  # noqa: E402
 
 
 def _cli(*args, timeout=900):
