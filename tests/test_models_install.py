@@ -319,7 +319,7 @@ def test_bundled_model_files_are_checked_against_their_pins_once_per_machine(tmp
     for name in registry.BUNDLED:
         registry.resolve(name)
     assert len(list((tmp_path / "verified").glob("*.json"))) == len(registry.BUNDLED)
-    monkeypatch.setattr(registry, "_sha256_file", lambda path: pytest.fail(f"re-hashed {path}"))
+    monkeypatch.setattr(registry, "sha256_file", lambda path: pytest.fail(f"re-hashed {path}"))
     for name in registry.BUNDLED:
         registry.resolve(name)
     monkeypatch.undo()

@@ -11,13 +11,14 @@ name any Hugging Face model; :func:`resolve` then returns the name unchanged and
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+
+from .model_install import sha256_file
 
 Format = Literal["onnx", "sentence-transformers", "gguf", "wordllama", "hub"]
 
@@ -106,14 +107,6 @@ def _stamp_path(name: str) -> Path:
     return model_dir().parent / "verified" / (name.replace("/", "__") + ".json")
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def verify_bundled(name: str, location: str | Path, requirement: str) -> None:
     """Check a bundled model's files against :data:`PINNED`.
 
@@ -146,7 +139,7 @@ def verify_bundled(name: str, location: str | Path, requirement: str) -> None:
                                  f"(damaged or altered); {again}")
         entry = [str(f), st.st_size, st.st_mtime_ns, sha]
         if seen.get(rel) != entry:
-            actual = _sha256_file(f)
+            actual = sha256_file(f)
             if actual != sha:
                 raise ModelFileError(f"model {name!r}: {f} has SHA-256 {actual}, {requirement} ships {sha} "
                                      f"(damaged or altered); {again}")
