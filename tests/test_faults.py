@@ -170,3 +170,45 @@ def test_disk_full_during_a_build_then_the_same_command_resumes_to_the_same_inde
     assert r.returncode == 0, r.stderr
     resumed = json.loads((out / "manifest.json").read_text())["files"]
     assert {k: v["sha256"] for k, v in resumed.items()} == {k: v["sha256"] for k, v in files.items()}
+
+
+KILL_LAUNCH = ("import sys, preqrag.index as ix; ix.SHARD = int(sys.argv.pop(1)); "
+               "from preqrag.cli import main; sys.argv[0] = 'preqrag'; main()")
+"""The CLI with small embedding shards (16 passages), so the small corpus gives several
+checkpoints to kill between (bench/kill_build.py does the same at random points)."""
+
+
+def test_build_killed_with_sigkill_during_encoding_resumes_to_the_same_index(tmp_path, small_corpus):
+    import os
+    import signal
+
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(config_toml(TEST_OVERRIDES))
+
+    def cmd(target):
+        return [sys.executable, "-c", KILL_LAUNCH, "16", "index", "--corpus", str(small_corpus[0]),
+                "--index", str(target), "--config", str(cfg)]
+
+    ref = tmp_path / "ref"
+    r = subprocess.run(cmd(ref), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    expected = {k: v["sha256"] for k, v in json.loads((ref / "manifest.json").read_text())["files"].items()}
+
+    target, partial = tmp_path / "idx", tmp_path / "idx.partial"
+    proc = subprocess.Popen(cmd(target), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 900
+    while not (partial / "emb_00001.npy").exists():  # two shards encoded: kill mid-encoding
+        assert proc.poll() is None, "the build ended before it could be killed"
+        assert time.monotonic() < deadline
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not target.exists() and len(list(partial.glob("emb_*.npy"))) >= 2  # nothing published, shards kept
+
+    r = subprocess.run(cmd(target), capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr
+    got = {k: v["sha256"] for k, v in json.loads((target / "manifest.json").read_text())["files"].items()}
+    assert got == expected and not partial.exists()
+    assert subprocess.run([sys.executable, "-m", "preqrag.cli", "index", "--verify", str(target)],
+                          capture_output=True).returncode == 0

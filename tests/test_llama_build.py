@@ -71,3 +71,28 @@ def test_llama_cpp_generates_with_the_portable_build():
     llm = LlamaCppLLM(LLMConfig(n_ctx=512))
     reply = llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
     assert isinstance(reply, str) and reply.strip()
+
+
+def test_other_programs_load_the_installed_build_without_help(libdir, tmp_path):
+    """Installing preqrag must not break the user's other tools (issue 25): a plain
+    ``llama_cpp.Llama(model_path=...)`` in a fresh process, started elsewhere than
+    site-packages, with no ``GGML_BACKEND_PATH`` and nothing of preqrag imported, loads the
+    bundled SmolLM2 GGUF and generates (the build compiles its absolute variant directory in)."""
+    import os
+    import sys
+
+    from preqrag.config import LLMConfig
+    from preqrag.registry import resolve
+
+    gguf = resolve(LLMConfig().model).location
+    program = ("import sys; from llama_cpp import Llama; "
+               "m = Llama(model_path=sys.argv[1], n_ctx=256, verbose=False); "
+               "out = m.create_completion('The capital of France is', max_tokens=6, temperature=0.0); "
+               "print(repr(out['choices'][0]['text'])); "
+               "assert 'preqrag' not in sys.modules")
+    env = {k: v for k, v in os.environ.items() if k not in ("GGML_BACKEND_PATH", "PYTHONPATH")}
+    r = subprocess.run([sys.executable, "-c", program, str(gguf)], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() not in ("", "''"), r.stdout
+    assert llama_build.backend_dir_compiled_in(libdir)

@@ -13,6 +13,7 @@ import asyncio
 import concurrent.futures as cf
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -310,6 +311,85 @@ def test_client_disconnecting_mid_request(server, serve_data):
         assert time.monotonic() < deadline, stats
         time.sleep(0.2)
     assert server.proc.poll() is None
+
+
+def test_api_fuzzed_by_schemathesis(server, tmp_path):
+    """Schemathesis (property-based, from /openapi.json) against the real server, bounded: its
+    default checks (no 5xx, responses match the declared schemas, schema-valid requests
+    accepted and invalid ones refused, ...) pass, and the server still answers afterwards.
+    The long run is bench/fuzz_serve.py."""
+    pytest.importorskip("schemathesis")
+    r = subprocess.run([sys.executable, "-m", "schemathesis.cli", "run", f"{server.url}/openapi.json",
+                        "--max-examples", "5", "--seed", "1", "--request-timeout", "300", "--no-color"],
+                       capture_output=True, text=True, timeout=1800, cwd=tmp_path)
+    summary = r.stdout[-3000:]
+    assert r.returncode == 0 and "No issues found" in summary, summary
+    generated = int(re.search(r"(\d+) generated", summary).group(1))
+    assert generated >= 30, summary  # 6 operations were really exercised
+    status, body, _ = http("GET", f"{server.url}/healthz")
+    assert status == 200 and server.proc.poll() is None
+
+
+def test_server_killed_and_restarted_under_load(serve_data):
+    """SIGKILL mid-load: clients get connection errors (then 503 not_ready while the new one
+    loads), never a wrong answer; a server started again on the same port answers again (every
+    reply checked against its request's id and question)."""
+    import http.client as http_client
+    import signal
+
+    index, _, questions, cfg, _ = serve_data
+    first = ServeProcess(["--index", str(index), "--config", str(cfg), "--timeout", str(REQUEST_TIMEOUT_S)])
+    first.start().wait_ready()
+    results: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def client(c: int):
+        n = 0
+        while not stop.is_set():
+            qid = f"c{c}-{n}"
+            q = questions[(c + n) % len(questions)]["question"]
+            n += 1
+            try:
+                status, body, _ = http("POST", f"{first.url}/v1/retrieve", {"question": q, "id": qid}, timeout=120)
+            except (urllib.error.URLError, http_client.HTTPException, OSError):
+                results.append(("connection_error", qid))
+                time.sleep(0.1)
+                continue
+            if status == 503 and (body or {}).get("error") == "not_ready":  # the new server still loading
+                results.append(("not_ready", qid))
+                time.sleep(0.1)
+                continue
+            ok = status == 200 and body["id"] == qid and body["question"] == q
+            results.append(("ok" if ok else f"wrong {status} {(body or {}).get('error')}", qid))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
+    second = ServeProcess(["--index", str(index), "--config", str(cfg), "--timeout", str(REQUEST_TIMEOUT_S)])
+    second.port, second.url = first.port, first.url  # restarted on the same address
+    try:
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 300
+        while sum(r[0] == "ok" for r in results) < 8:  # under load
+            assert time.monotonic() < deadline, results[-5:]
+            time.sleep(0.05)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(timeout=30)
+        before = len(results)
+        second.start().wait_ready()
+        deadline = time.monotonic() + 300
+        while sum(r[0] == "ok" for r in results[before:]) < 8:  # the restarted server answers the clients
+            assert time.monotonic() < deadline, results[-5:]
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(timeout=180)
+        first.stop()
+        second.stop()
+    kinds = {k for k, _ in results}
+    assert kinds <= {"ok", "connection_error", "not_ready"}, sorted(kinds)
+    assert "connection_error" in kinds  # the kill was felt
+    assert len({qid for _, qid in results}) == len(results)  # one outcome per request
 
 
 def test_api_key_required_on_every_v1_route(keyed_server):

@@ -25,9 +25,22 @@ The portable build (``install.sh`` does it) sets :data:`PORTABLE_CMAKE_ARGS`:
 * ``LLAVA_BUILD=OFF``: no multimodal (mtmd) library, which preqrag never loads
   (llama-cpp-python imports it only for its llava chat handlers); saves build time.
 
-ggml looks for the variants only beside the Python executable and in the working
-directory, so :func:`load_backends` loads them from the package before llama.cpp starts
-(:class:`preqrag.llm.llamacpp.LlamaCppLLM` calls it), and :func:`server_env` gives a
+Where ggml looks for the variants: llama.cpp calls ``ggml_backend_load_all()`` when no
+backend is registered, which searches the compile-time ``GGML_BACKEND_DIR``, the Python
+executable's directory and the working directory (``ggml-backend-reg.cpp``,
+``ggml_backend_load_best``). The CMake variable above must stay relative (it is also the
+install destination inside the wheel), and a relative directory is resolved against the
+working directory at run time, so on its own it works only from ``site-packages``: any other
+program (Haystack's ``LlamaCppChatGenerator``, a plain ``llama_cpp.Llama(model_path=...)``)
+would find no CPU backend (issue 25). :func:`cmake_args` therefore also compiles the
+*absolute* directory the package will be installed to (``sysconfig``'s ``platlib`` +
+``llama_cpp/lib``) into the search path: ``-DGGML_BACKEND_DIR="..."`` appended to
+``CMAKE_CXX_FLAGS`` comes after CMake's own definition on the compiler's command line
+(CMake's rule is ``$DEFINES $INCLUDES $FLAGS``), so it wins (GCC warns that the macro is
+redefined). :func:`backend_dir_compiled_in` checks the result from another directory, so every program in the environment loads the best variant for its CPU with no
+environment variable. As a second line of defence, :func:`load_backends` loads the variants
+from the package before llama.cpp starts (:class:`preqrag.llm.llamacpp.LlamaCppLLM` calls
+it; this covers an environment moved after the build), and :func:`server_env` gives a
 ``python -m llama_cpp.server`` child process the chosen variant (``GGML_BACKEND_PATH``).
 
 This file uses the standard library only, so ``install.sh`` runs it before preqrag is
@@ -41,9 +54,11 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 LLAMA_CPP_PYTHON = "llama-cpp-python==0.3.36"
@@ -59,6 +74,47 @@ PORTABLE_CMAKE_ARGS = [
     "-DCMAKE_CXX_FLAGS=-U__AMX_TILE__ -U__AMX_INT8__ -U__AMX_BF16__",
 ]
 """CMake options of the portable build (module docstring says why each)."""
+
+
+
+def install_lib_dir() -> Path:
+    """Where pip will put llama-cpp-python's libraries in the running interpreter's
+    environment: ``sysconfig.get_paths()["platlib"]/llama_cpp/lib``."""
+    return Path(sysconfig.get_paths()["platlib"]) / "llama_cpp" / "lib"
+
+
+def cmake_args(backend_dir: Path | None = None) -> list[str]:
+    """:data:`PORTABLE_CMAKE_ARGS` with ``backend_dir`` (default :func:`install_lib_dir`)
+    compiled into ggml's backend search path (module docstring: why and how).
+
+    Raises:
+        LlamaBuildError: the directory holds a quote or backslash (it cannot be a C literal
+            on a shell command line).
+    """
+    d = str(backend_dir or install_lib_dir())
+    if any(ch in d for ch in "\"'"):
+        raise LlamaBuildError(f"cannot compile a backend directory with quotes into llama.cpp: {d!r}")
+    define = shlex.quote(f'-DGGML_BACKEND_DIR="{d}"')
+    return [f"{a} {define}" if a.startswith("-DCMAKE_CXX_FLAGS=") else a for a in PORTABLE_CMAKE_ARGS]
+
+
+def backend_dir_compiled_in(libdir: Path) -> bool:
+    """True when a program that knows nothing of preqrag finds the CPU variants: in a fresh
+    process started in the filesystem root, with no ``GGML_BACKEND_PATH``, ggml's own
+    ``ggml_backend_load_all()`` (what llama.cpp calls when no backend is registered) registers
+    a backend. The compiled-in directory cannot be read from the file (the compiler stores
+    the string in pieces), so it is tried, as llama.cpp would use it."""
+    probe = ("import ctypes, sys; g = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL); "
+             "g.ggml_backend_reg_count.restype = ctypes.c_size_t; g.ggml_backend_load_all(); "
+             "print(g.ggml_backend_reg_count())")
+    lib = _soname_file(libdir, "libggml")
+    if not lib.exists():
+        return False
+    env = {k: v for k, v in os.environ.items() if k != "GGML_BACKEND_PATH"}
+    r = subprocess.run([sys.executable, "-c", probe, str(lib)], capture_output=True, text=True, cwd=os.sep,
+                       env=env, timeout=120)
+    return r.returncode == 0 and r.stdout.strip() not in ("", "0")
+
 
 AMX_MNEMONICS = re.compile(r"\b(ldtilecfg|sttilecfg|tilerelease|tilezero|tileloadd(?:t1)?|tilestored|"
                            r"tdpb[su][su]d|tdpbf16ps|tdpfp16ps|tcmmimfp16ps|tcmmrlfp16ps)\b")
@@ -199,20 +255,26 @@ def server_env(env: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def check(scan: bool = True) -> dict:
-    """What is installed: ``{"lib_dir", "portable", "variants", "best", "amx"}``.
+    """What is installed: ``{"lib_dir", "portable", "variants", "backend_dir_compiled_in", "best", "amx"}``.
 
     Raises:
-        LlamaBuildError: llama-cpp-python missing, a native build, or AMX found (``scan``).
+        LlamaBuildError: llama-cpp-python missing, a native build, the absolute backend
+            directory not compiled in, or AMX found (``scan``).
     """
     libdir = lib_dir()
     if libdir is None:
         raise LlamaBuildError(f"llama-cpp-python is not installed ({LLAMA_CPP_PYTHON}); run ./install.sh")
     info = {"lib_dir": str(libdir), "portable": is_portable(libdir),
-            "variants": [p.name for p in cpu_variants(libdir)]}
+            "variants": [p.name for p in cpu_variants(libdir)],
+            "backend_dir_compiled_in": backend_dir_compiled_in(libdir)}
     if not info["portable"]:
         raise LlamaBuildError(
             f"{libdir} holds a llama.cpp built for the CPU it was compiled on (GGML_NATIVE); it may die "
             "with SIGILL on another CPU. Rebuild it portable: ./install.sh")
+    if not info["backend_dir_compiled_in"]:
+        raise LlamaBuildError(
+            f"{libdir} is not ggml's compiled-in backend directory: programs other than preqrag would "
+            "load no CPU backend (an older build, or the environment moved). Rebuild it: ./install.sh")
     best = best_cpu_variant(libdir)
     info["best"] = best.name if best else None
     if scan:
@@ -226,7 +288,7 @@ def check(scan: bool = True) -> dict:
 def main(argv: list[str]) -> int:
     cmd = argv[0] if argv else "info"
     if cmd == "cmake-args":
-        print(" ".join(f'"{a}"' if " " in a else a for a in PORTABLE_CMAKE_ARGS))
+        print(" ".join(shlex.quote(a) for a in cmake_args()))
         return 0
     if cmd in ("check", "quick-check"):
         try:

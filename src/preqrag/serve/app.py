@@ -38,7 +38,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..citations import ids_to_numbers, marker_citations
@@ -114,21 +114,28 @@ def _error(http_status: int, code: str, message: str, headers: dict[str, str] | 
 
 
 # ---------------------------------------------------------------------- request bodies
+NOT_BLANK = "[^" + "".join(f"\\u{ord(c):04x}" for c in map(chr, range(0x3001)) if c.isspace()) + "]"
+"""JSON Schema ``pattern`` of a question: at least one character that is not white space in
+Python's sense (``str.isspace``, what the server strips), so that a schema-valid question is
+never refused as empty (found by schemathesis, issue 25)."""
+
+
 class AskRequest(BaseModel):
     """Body of ``/v1/answer`` and ``/v1/retrieve``."""
 
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(description="The question (non-empty after trimming; at most max_question_chars).")
-    pipeline: str | None = Field(None, description="Pipeline name (see /v1/config); null = the default.")
-    id: str | int | None = Field(None, description="Id echoed in the answer; null = assigned by the server.")
+    question: StrictStr = Field(description="The question (non-empty after trimming; at most max_question_chars).")
+    pipeline: StrictStr | None = Field(None, description="Pipeline name (see /v1/config); null = the default.")
+    id: StrictStr | StrictInt | None = Field(None, description=(
+        "Id echoed in the answer; null = assigned by the server. Strict types: false is not 0."))
 
 
 class BatchItem(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str
-    id: str | int | None = None
+    question: StrictStr
+    id: StrictStr | StrictInt | None = None
 
 
 class BatchRequest(BaseModel):
@@ -136,9 +143,92 @@ class BatchRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    questions: list[str | BatchItem] = Field(description="Questions, as strings or {question, id?}.")
-    pipeline: str | None = None
-    retrieve_only: bool = Field(False, description="true: traces only, no generation (as /v1/retrieve).")
+    questions: list[StrictStr | BatchItem] = Field(description="Questions, as strings or {question, id?}.")
+    pipeline: StrictStr | None = None
+    retrieve_only: StrictBool = Field(False, description="true: traces only, no generation (as /v1/retrieve).")
+
+
+# ---------------------------------------------------------------------- response bodies
+class ErrorBody(BaseModel):
+    """Every error: a stable ``error`` code (module docstring lists them) and a ``message``;
+    ``question_failed`` adds the failed ``stage`` (and ``pipeline``, ``trace``), ``bad_request``
+    the failing ``details``, ``not_ready`` the worker ``state``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    error: str
+    message: str
+
+
+class ServedInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    batch_size: int
+    queued_s: float
+    run_s: float
+
+
+class AnswerBody(BaseModel):
+    """One answered question: ``answer`` (the LiveRAG answer object; ``/v1/answer``) or
+    ``id``/``question``/``context`` (``/v1/retrieve``), with the trace of every stage."""
+
+    model_config = ConfigDict(extra="allow")
+
+    pipeline: str
+    trace: dict[str, Any] | None
+    doc_ids: dict[str, str] = Field(description="passage id -> its document id, for every passage in the trace")
+    gold_doc_ids: list[str] | None
+    served: ServedInfo
+    answer: dict[str, Any] | None = None
+    citations: list[dict[str, Any]] | None = None
+    context: list[dict[str, Any]] | None = None
+
+
+class BatchResult(BaseModel):
+    """One question of a batch: its ``id`` and either :class:`AnswerBody`'s fields or
+    :class:`ErrorBody`'s (``question_failed``)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str | int
+
+
+class BatchBody(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    pipeline: str
+    results: list[BatchResult]
+
+
+ERRORS = {code: {"model": ErrorBody, "description": text} for code, text in {
+    400: "bad_json", 401: "unauthorized", 413: "body_too_large",
+    422: "bad_request, empty_question, question_too_long, too_many_questions, unknown_pipeline",
+    429: "queue_full (Retry-After header)", 500: "question_failed (with stage), internal_error",
+    503: "not_ready", 504: "timeout"}.items()}
+"""The error responses of every ``/v1`` question route, with their body schema."""
+
+
+def _constrain(schema: dict, settings: "ServeSettings", names: list[str]) -> dict:
+    """Put the server's limits into the OpenAPI schema, so that what the schema allows is what
+    the server accepts: question length and a non-blank pattern, the batch size, the
+    pipeline names (a fuzzer that trusts the schema, schemathesis, checks both ways)."""
+    comps = schema.get("components", {}).get("schemas", {})
+    question = {"type": "string", "minLength": 1, "maxLength": settings.max_question_chars, "pattern": NOT_BLANK}
+    pipeline = {"anyOf": [{"type": "string", "enum": names}, {"type": "null"}]}
+    for name in ("AskRequest", "BatchItem"):
+        if name in comps:
+            comps[name]["properties"]["question"] = {**comps[name]["properties"]["question"], **question}
+    if "AskRequest" in comps:
+        comps["AskRequest"]["properties"]["pipeline"] = {**comps["AskRequest"]["properties"]["pipeline"], **pipeline}
+    if "BatchRequest" in comps:
+        props = comps["BatchRequest"]["properties"]
+        props["pipeline"] = {**props["pipeline"], **pipeline}
+        props["questions"]["minItems"] = 1
+        props["questions"]["maxItems"] = min(settings.max_batch, settings.max_queue)
+        for alt in props["questions"]["items"].get("anyOf", []):
+            if alt.get("type") == "string":
+                alt.update(question)
+    return schema
 
 
 # ---------------------------------------------------------------------- guard
@@ -257,11 +347,18 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
             await asyncio.get_running_loop().run_in_executor(None, worker.stop)
 
     app = FastAPI(title="preqrag serve", version="1", lifespan=lifespan,
-                  description="PreQRAG question answering: answer, retrieve (trace only), batch.",
-                  responses={400: {"description": "bad_json"}, 401: {"description": "unauthorized"},
-                             413: {"description": "body_too_large"},
-                             429: {"description": "queue_full (Retry-After header)"},
-                             503: {"description": "not_ready"}, 504: {"description": "timeout"}})
+                  description="PreQRAG question answering: answer, retrieve (trace only), batch.")
+
+    def openapi() -> dict:
+        if app.openapi_schema is None:
+            from fastapi.openapi.utils import get_openapi
+
+            app.openapi_schema = _constrain(get_openapi(title=app.title, version=app.version,
+                                                        description=app.description, routes=app.routes),
+                                            settings, names)
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.state.worker = worker
     app.state.settings = settings
     app.add_middleware(_Guard, max_bytes=settings.max_body_bytes, api_key=settings.api_key)
@@ -306,12 +403,12 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
         return name
 
     def question(text: str, qid: str | int | None, where: str = "question") -> Question:
+        if len(text) > settings.max_question_chars:  # as sent (the schema's maxLength)
+            raise ApiError(422, "question_too_long",
+                           f"{where} has {len(text)} characters; the limit is {settings.max_question_chars}")
         text = text.strip()
         if not text:
             raise ApiError(422, "empty_question", f"{where} is empty")
-        if len(text) > settings.max_question_chars:
-            raise ApiError(422, "question_too_long",
-                           f"{where} has {len(text)} characters; the limit is {settings.max_question_chars}")
         return Question(id=qid if qid is not None else f"q{next(ids)}", question=text)
 
     async def served(request: Request, name: str, op: str, questions: list[Question]) -> list[Served | BaseException]:
@@ -378,7 +475,8 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
         return answer_body(name, result, op)
 
     # ------------------------------------------------------------------ routes
-    @app.get("/healthz", tags=["service"], summary="200 once every model is loaded; 503 before")
+    @app.get("/healthz", tags=["service"], summary="200 once every model is loaded; 503 before",
+             responses={503: ERRORS[503]})
     async def healthz():
         if worker.ready:
             return {"status": "ready", "pipelines": names, "load_seconds": round(worker.load_seconds or 0.0, 2)}
@@ -386,21 +484,21 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
             worker.state, "models are still loading")
         return _error(503, "not_ready", message, headers={"Retry-After": "5"}, state=worker.state)
 
-    @app.post("/v1/answer", tags=["v1"],
+    @app.post("/v1/answer", tags=["v1"], response_model=None, responses={200: {"model": AnswerBody}, **ERRORS},
               summary="Answer one question: the LiveRAG answer object and its trace")
     async def answer(body: AskRequest, request: Request):
         name = pipeline_name(body.pipeline)
         (result,) = await served(request, name, "answer", [question(body.question, body.id)])
         return single(name, "answer", result)
 
-    @app.post("/v1/retrieve", tags=["v1"],
+    @app.post("/v1/retrieve", tags=["v1"], response_model=None, responses={200: {"model": AnswerBody}, **ERRORS},
               summary="Every stage but generation: the trace and the passages the LLM would get")
     async def retrieve(body: AskRequest, request: Request):
         name = pipeline_name(body.pipeline)
         (result,) = await served(request, name, "retrieve", [question(body.question, body.id)])
         return single(name, "retrieve", result)
 
-    @app.post("/v1/batch", tags=["v1"],
+    @app.post("/v1/batch", tags=["v1"], response_model=None, responses={200: {"model": BatchBody}, **ERRORS},
               summary="Several questions, through the same batched stages as `preqrag run`")
     async def batch(body: BatchRequest, request: Request):
         name = pipeline_name(body.pipeline)
@@ -422,7 +520,8 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
                 out.append({"id": q.id, **answer_body(name, r, op)})
         return {"pipeline": name, "results": out}
 
-    @app.get("/v1/config", tags=["v1"], summary="Pipelines, their configuration and the limits")
+    @app.get("/v1/config", tags=["v1"], summary="Pipelines, their configuration and the limits",
+             responses={401: ERRORS[401]})
     async def config():
         return {"default": names[0], "pipelines": {n: configs[n].model_dump(mode="json") for n in names},
                 "index": settings.index,
@@ -431,7 +530,7 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
                            "max_queue": settings.max_queue, "timeout_s": settings.timeout_s},
                 "examples": list(gold)[:50]}
 
-    @app.get("/v1/stats", tags=["v1"], summary="Queue and worker counters")
+    @app.get("/v1/stats", tags=["v1"], summary="Queue and worker counters", responses={401: ERRORS[401]})
     async def stats():
         return {"state": worker.state, **worker.stats()}
 
