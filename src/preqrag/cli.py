@@ -75,7 +75,16 @@ def index(ctx: typer.Context,
               "the Milvus collection of [index] uri/collection, resumably. Default: [index] backend.")),
           verify: Optional[Path] = typer.Option(None, "--verify", help=(
               "Check an index's files against the sizes and SHA-256 its manifest records (nothing is built); "
-              "exit 2 naming every damaged file."))):
+              "exit 2 naming every damaged file.")),
+          ray: bool = typer.Option(False, "--ray", help=(
+              "Build on Ray: one task per shard (GPU when the cluster has one), retried when a worker dies, "
+              "then the merge. Alone, a local Ray is started for the call; with --ray-address, a running "
+              "cluster is joined. Needs pip install \"preqrag[ray]\"; shards go to IDX.shards/, which every "
+              "node must see.")),
+          ray_address: Optional[str] = typer.Option(None, "--ray-address", help=(
+              "With --ray: the cluster (auto, host:6379, ray://host:10001); default a local Ray for the call.")),
+          shards: Optional[int] = typer.Option(None, "--shards", min=1, help=(
+              "With --ray: number of shards (default: the tasks the cluster can run at once)."))):
     """Chunk a corpus into passages and build the BM25 and dense indexes (or one shard of them)."""
     if ctx.invoked_subcommand is not None:
         return
@@ -106,10 +115,22 @@ def index(ctx: typer.Context,
     from .shards import build_shard, parse_shard
 
     cfg = _config(config)
+    if ray_address is not None and not ray:
+        err.print("[red]error:[/red] --ray-address needs --ray")
+        raise typer.Exit(2)
+    if ray and (shard is not None or sparse_only):
+        err.print("[red]error:[/red] --ray builds every shard and merges them; it cannot be combined with "
+                  "--shard or --sparse-only")
+        raise typer.Exit(2)
     bar, progress = _progress_bar()
     with bar:
         try:
-            if shard is not None:
+            if ray:
+                from .distributed import build_index_ray
+
+                manifest = build_index_ray(corpus, index_dir, cfg, address=ray_address, n_shards=shards,
+                                           overwrite=overwrite, progress=progress)
+            elif shard is not None:
                 if sparse_only:
                     raise ValueError("--shard builds passages and vectors; BM25 is built by `preqrag index merge`")
                 i, n = parse_shard(shard)

@@ -1,0 +1,161 @@
+"""Index builds on a Ray cluster (issue 24): ``preqrag index --corpus C --index IDX --ray [--ray-address A]``.
+
+The sharded build of :mod:`preqrag.shards` (documents ``o % N == i`` chunked and encoded by
+shard ``i``, then one merge that builds BM25 over every passage, so the result equals a
+one-shot build) with Ray (https://docs.ray.io) doing the placement, the retries and the
+progress instead of the user's scheduler:
+
+* each shard is one Ray task (:func:`_build_shard_task`) asking for ``num_gpus`` (encoding on
+  a GPU when the cluster has one) or ``cpus_per_shard`` CPUs; Ray runs as many at once as the
+  cluster's resources allow;
+* a task whose worker dies (a lost node, an OOM kill, SIGKILL) is retried by Ray
+  (``max_retries``, Ray's own mechanism for system failures); the retry resumes from the
+  shard's checkpointed embedding files (``<shard>.partial/emb_*.npy``), so only the
+  unfinished part is encoded again, and a shard that had already finished is taken as is;
+* the merge runs on the driver once every shard has finished;
+* progress is one bar across all shards (``progress("shards", done, N)``), then the merge's.
+
+The shard directories live in ``<IDX>.shards/`` beside the index, which every node must see
+(a shared filesystem: NFS, Lustre, a cloud volume; one machine trivially). They are removed
+once the merged index is published. Re-running the same command after the driver died
+reuses every finished shard and resumes the unfinished ones.
+
+Ray is optional: ``pip install "preqrag[ray]"``. Without ``--ray-address``, a local Ray instance
+is started for the call and stopped after it (``ray.init()``); with one (``auto``,
+``ray://host:10001`` or ``host:6379``), the running cluster is joined and left running. (The
+address is its own option because Typer has no option with an optional value.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from .config import PipelineConfig
+
+RAY_HINT = 'Ray is needed for --ray: pip install "preqrag[ray]"'
+
+
+def require_ray():
+    """Import Ray, or raise ImportError with the install hint."""
+    try:
+        import ray
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError(RAY_HINT) from e
+    return ray
+
+
+@contextlib.contextmanager
+def connected(address: str | None = None, **init_kwargs) -> Iterator[object]:
+    """Ray connected for the ``with`` block: an already initialised Ray is reused as is; else
+    ``ray.init(address)`` (``None``: a local instance started now and shut down at the end;
+    an address: that cluster, which is left running)."""
+    ray = require_ray()
+    if ray.is_initialized():
+        yield ray
+        return
+    ray.init(address=address or None, include_dashboard=False, log_to_driver=False, **init_kwargs)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def _build_shard_task(corpus: str, shard_dir: str, cfg: PipelineConfig, shard: int, n_shards: int) -> dict:
+    """One shard, run by a Ray worker: the finished shard's manifest if it exists (a retry after
+    the shard was published, or a resumed run), else :func:`preqrag.shards.build_shard`,
+    which resumes from ``<shard>.partial`` when a killed attempt left one."""
+    from .shards import SHARD_MANIFEST, build_shard
+
+    done = Path(shard_dir) / SHARD_MANIFEST
+    if done.exists():
+        return json.loads(done.read_text())
+    return build_shard(corpus, shard_dir, cfg, shard, n_shards)
+
+
+def shard_dirs(index_dir: Path, n_shards: int) -> list[Path]:
+    """``<IDX>.shards/shard-00000-of-00008``, ...: where shard ``i`` of ``n_shards`` is built."""
+    root = index_dir.with_name(index_dir.name + ".shards")
+    return [root / f"shard-{i:05d}-of-{n_shards:05d}" for i in range(n_shards)]
+
+
+def build_index_ray(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, *,
+                    address: str | None = None, n_shards: int | None = None, cpus_per_shard: float = 1.0,
+                    gpus_per_shard: float | None = None, max_retries: int = 3, overwrite: bool = False,
+                    progress: Callable[[str, int, int], None] | None = None,
+                    on_started: Callable[[list], None] | None = None) -> dict:
+    """Build an index as Ray tasks, one per shard, then merge (module docstring).
+
+    Args:
+        corpus: JSONL(.gz) / Parquet corpus, readable at the same path on every node.
+        index_dir: the index to create; ``<index_dir>.shards/`` holds the shards meanwhile.
+        cfg: configuration (chunking, BM25, embedder tables; shipped to every task).
+        address: a running Ray cluster (``auto``, ``host:6379``, ``ray://host:10001``); None
+            starts a local instance for this call.
+        n_shards: number of shards; default the number of tasks the cluster can run at once
+            (GPUs when it has any, else CPUs / ``cpus_per_shard``), at least 1.
+        cpus_per_shard: CPUs each task asks for (default 1; Ray sets the task's thread count
+            from it, so tasks on one node do not oversubscribe its cores).
+        gpus_per_shard: GPUs each task asks for; default 1 when the cluster has GPUs, else 0.
+        max_retries: Ray retries of a task whose worker died (default 3).
+        overwrite: replace an existing index (only once the new one is complete).
+        progress: optional callback ``(phase, done, total)``: ``"shards"`` then the merge's phases.
+        on_started: called with the task references once submitted (tests use it to kill a worker).
+
+    Returns:
+        The merged index's manifest, plus ``ray`` (shards, seconds of the shard phase and of the
+        merge, per-shard seconds / passages / peak RSS of the worker process, retries seen).
+
+    Raises:
+        FileExistsError: ``index_dir`` exists and not ``overwrite``.
+        ImportError: Ray is not installed (with the install hint).
+        ValueError: a bad corpus line or unsupported format (named), raised before any task.
+        ray.exceptions.RayTaskError: a shard failed for a reason retries cannot mend (its
+            error names the shard); the finished shards stay for a re-run.
+    """
+    from .index import corpus_files
+    from .shards import merge_shards
+
+    corpus, index_dir = Path(corpus).resolve(), Path(index_dir).resolve()
+    if index_dir.exists() and not overwrite:
+        raise FileExistsError(f"{index_dir} exists; pass overwrite=True (CLI: --overwrite) to replace it")
+    corpus_files(corpus)  # an unsupported format is refused before the cluster starts
+    with connected(address) as ray:
+        resources = ray.cluster_resources()
+        gpus = gpus_per_shard if gpus_per_shard is not None else (1.0 if resources.get("GPU", 0) > 0 else 0.0)
+        slots = int(resources.get("GPU", 0) // gpus) if gpus else int(resources.get("CPU", 1) // cpus_per_shard)
+        n = n_shards or max(1, slots)
+        dirs = shard_dirs(index_dir, n)
+        dirs[0].parent.mkdir(parents=True, exist_ok=True)
+        task = ray.remote(_build_shard_task).options(num_cpus=cpus_per_shard, num_gpus=gpus,
+                                                     max_retries=max_retries, retry_exceptions=False)
+        t0 = time.perf_counter()
+        refs = [task.remote(str(corpus), str(d), cfg, i, n) for i, d in enumerate(dirs)]
+        if on_started is not None:
+            on_started(refs)
+        pending, done = list(refs), 0
+        if progress:
+            progress("shards", 0, n)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            ray.get(ready)  # raises the shard's error now, with its traceback
+            done += len(ready)
+            if progress:
+                progress("shards", done, n)
+        manifests = ray.get(refs)
+        shard_s = time.perf_counter() - t0
+    t = time.perf_counter()
+    manifest = merge_shards(dirs, index_dir, cfg, overwrite=overwrite, progress=progress)
+    merge_s = time.perf_counter() - t
+    shutil.rmtree(dirs[0].parent, ignore_errors=True)
+    manifest["ray"] = {
+        "shards": n, "cpus_per_shard": cpus_per_shard, "gpus_per_shard": gpus,
+        "shard_phase_seconds": round(shard_s, 3), "merge_seconds": round(merge_s, 3),
+        "per_shard": [{"shard": m["shard"][0], "passages": m["n_passages"], "seconds": m["seconds"].get("total"),
+                       "peak_rss_mb": m.get("peak_rss_mb")} for m in manifests],
+    }
+    return manifest
