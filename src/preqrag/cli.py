@@ -79,7 +79,7 @@ def index(ctx: typer.Context,
           ray: bool = typer.Option(False, "--ray", help=(
               "Build on Ray: one task per shard (GPU when the cluster has one), retried when a worker dies, "
               "then the merge. Alone, a local Ray is started for the call; with --ray-address, a running "
-              "cluster is joined. Needs pip install \"preqrag[ray]\"; shards go to IDX.shards/, which every "
+              "cluster is joined. Needs pip install \"preqrag\\[ray]\"; shards go to IDX.shards/, which every "
               "node must see.")),
           ray_address: Optional[str] = typer.Option(None, "--ray-address", help=(
               "With --ray: the cluster (auto, host:6379, ray://host:10001); default a local Ray for the call.")),
@@ -237,7 +237,14 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
             "Answer every question before this: a duration from now (2h, 30m, 600s, 1h30m) or an ISO "
             "timestamp with a time zone (2026-11-22T10:00:00Z). Degrades per batch when behind "
             "(\\[deadline] levels). Kept in <output>.deadline.json: a restarted run keeps it; another "
-            "value overrides it; 'none' drops it."))):
+            "value overrides it; 'none' drops it.")),
+        ray: bool = typer.Option(False, "--ray", help=(
+            "Answer on Ray actors, each owning one pipeline (models load once per actor); this process "
+            "alone writes the files. Alone, a local Ray is started; --ray-address joins a cluster. Needs "
+            "pip install \"preqrag\\[ray]\"; the index must be at the same path on every node.")),
+        ray_address: Optional[str] = typer.Option(None, "--ray-address", help=(
+            "With --ray: the cluster (auto, host:6379, ray://host:10001).")),
+        workers: int = typer.Option(1, "--workers", min=1, help="With --ray: number of actors (pipelines).")):
     """Answer a question file; re-running resumes and retries failed questions."""
     from datetime import datetime, timezone
 
@@ -264,12 +271,35 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     if due is not None and due.at <= datetime.now(timezone.utc):
         err.print(f"[yellow]the deadline {due.at.isoformat(timespec='seconds')} has passed:[/yellow] "
                   "every remaining question is answered extractively (no LLM)")
-    pipeline = _pipeline(index_dir, cfg)
+    if (ray_address is not None or workers != 1) and not ray:
+        err.print("[red]error:[/red] --ray-address and --workers need --ray")
+        raise typer.Exit(2)
+    executor = None
+    if ray:
+        from .distributed import RayExecutor
+        from .preflight import ModelUnavailable, require_models
+
+        try:
+            require_models(cfg)
+        except ModelUnavailable as e:
+            for problem in e.problems:
+                err.print(f"[red]model unavailable:[/red] {problem}")
+            raise typer.Exit(2)
+        executor = RayExecutor(index_dir, cfg, workers, address=ray_address,
+                               deadline_ts=due.at.timestamp() if due is not None else None)
+        try:
+            executor.__enter__()  # every actor has loaded its pipeline, or the error is here
+        except ImportError as e:
+            err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2)
+        pipeline = None
+    else:
+        pipeline = _pipeline(index_dir, cfg)
     with Progress(TextColumn("answering"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=err) as bar:
         task = bar.add_task("answering", total=None)
         try:
-            summary = run_questions(pipeline, questions, output, limit=limit, deadline=due,
+            summary = run_questions(pipeline, questions, output, limit=limit, deadline=due, executor=executor,
                                     on_progress=lambda d, t: bar.update(task, completed=d, total=t))
         except OSError as e:
             if not out_of_space(e):
@@ -278,6 +308,9 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
                       f"file size limit). The answers written before are intact in {output}; run the same "
                       "command again when there is space: it resumes with the questions left.")
             raise typer.Exit(2)
+        finally:
+            if executor is not None:
+                executor.__exit__(None, None, None)
     for e in summary.input_errors:
         err.print(f"[yellow]skipped input line[/yellow] {e}")
     err.print(f"{summary.answered} answered, {summary.failed} failed, {summary.skipped} already answered, "

@@ -159,3 +159,174 @@ def build_index_ray(corpus: str | Path, index_dir: str | Path, cfg: PipelineConf
                        "peak_rss_mb": m.get("peak_rss_mb")} for m in manifests],
     }
     return manifest
+
+
+# ---------------------------------------------------------------------- runs: preqrag run --ray
+class _PipelineActor:
+    """One pipeline in a Ray actor process: the models load once, in ``__init__``; then
+    :meth:`answer` takes batch after batch (Ray runs an actor's calls one at a time)."""
+
+    def __init__(self, index_dir: str | None, cfg: PipelineConfig, deadline_ts: float | None):
+        from .pipeline import Pipeline
+
+        self.pipeline = Pipeline.from_config(index_dir, cfg)
+        self.pipeline.warm_up()
+        self.deadline_ts = deadline_ts
+        self.runner = None
+
+    def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+    def answer(self, batch: list, remaining: int) -> tuple[list, dict]:
+        """``(outcomes, info)`` for one batch; with a deadline, at the level this actor's own
+        :class:`preqrag.deadline.DeadlineRunner` chooses for ``remaining`` questions (its share
+        of what is left). ``info``: model seconds and calls of this batch, the deadline plan,
+        extractive fallbacks, the actor's pid."""
+        import os
+
+        from .timing import model_calls, model_seconds
+
+        ms0, mc0 = model_seconds(), model_calls()
+        plan, fallbacks = None, 0
+        if self.deadline_ts is None:
+            outcomes = self.pipeline.answer(batch)
+        else:
+            from .deadline import DeadlineRunner
+
+            if self.runner is None:
+                self.runner = DeadlineRunner(self.pipeline, self.deadline_ts)
+            before = self.runner.fallbacks
+            outcomes = self.runner.answer(batch, remaining)
+            plan, fallbacks = self.runner.batches[-1], self.runner.fallbacks - before
+        info = {"model_seconds": {k: v - ms0.get(k, 0.0) for k, v in model_seconds().items()},
+                "model_calls": {k: v - mc0.get(k, 0) for k, v in model_calls().items()},
+                "plan": plan, "fallbacks": fallbacks, "pid": os.getpid()}
+        return outcomes, info
+
+
+class RayExecutor:
+    """``preqrag run --ray --workers N``: N Ray actors, each owning one pipeline; the driver
+    (:func:`preqrag.runner.run_questions`) hands out batches and alone writes answers, traces
+    and failures, so the run keeps its guarantees:
+
+    * each id is answered exactly once: a batch's outcomes are written once, from the one
+      call that returned them;
+    * an actor that dies mid-batch (``RayActorError``: a lost node, SIGKILL, OOM) loses only its
+      in-flight batch, which goes back to the front of the queue for another actor; the run
+      fails only when every actor is gone (the answers written so far stay, and the same
+      command resumes);
+    * the run resumes after a crash of the driver (answered ids are skipped, as in a local run);
+    * ``--deadline``: every actor plans with the same absolute deadline, each for its share of
+      the remaining questions (``ceil(left / live actors)``; :mod:`preqrag.deadline`).
+
+    Use as a context manager: ``__enter__`` connects Ray (:func:`connected`) and starts the
+    actors, waiting until every one has loaded its models, so that a configuration that cannot
+    work fails before the first question; ``__exit__`` kills them.
+
+    Args:
+        index_dir: the index, at the same path on every node.
+        cfg: the configuration (shipped to each actor).
+        workers: number of actors.
+        address: a running cluster, or None for a local Ray started for the run.
+        cpus_per_worker: CPUs each actor asks for (default 1); ``gpus_per_worker`` likewise.
+        deadline_ts: the run's deadline (epoch seconds), or None.
+
+    Attributes:
+        model_seconds, model_calls: summed over the actors' batches (for ``answers.run.json``).
+        fallbacks, batches: with a deadline, the actors' extractive fallbacks and per-batch plans
+            (each plan with the ``actor`` pid), as :class:`preqrag.deadline.DeadlineRunner` has them.
+        lost_batches: batches given back to the queue because their actor died.
+    """
+
+    def __init__(self, index_dir: str | Path | None, cfg: PipelineConfig, workers: int, *,
+                 address: str | None = None, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0,
+                 deadline_ts: float | None = None):
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        self.index_dir = str(Path(index_dir).resolve()) if index_dir is not None else None
+        self.cfg, self.workers, self.address = cfg, workers, address
+        self.cpus, self.gpus, self.deadline_ts = cpus_per_worker, gpus_per_worker, deadline_ts
+        self.model_seconds: dict[str, float] = {}
+        self.model_calls: dict[str, int] = {}
+        self.fallbacks = 0
+        self.batches: list[dict] = []
+        self.lost_batches = 0
+        self.actors: list = []
+        self.pids: dict = {}
+        self._inflight: dict = {}
+        self._ctx = None
+
+    def __enter__(self) -> "RayExecutor":
+        self._ctx = connected(self.address)
+        ray = self._ctx.__enter__()
+        self._ray = ray
+        cls = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(_PipelineActor)
+        self.actors = [cls.remote(self.index_dir, self.cfg, self.deadline_ts) for _ in range(self.workers)]
+        try:
+            pids = ray.get([a.pid.remote() for a in self.actors])  # models loaded in every actor
+            self.pids = {a._actor_id.hex(): pid for a, pid in zip(self.actors, pids)}
+        except BaseException:
+            self.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for a in self.actors:
+            try:
+                self._ray.kill(a)
+            except Exception:  # noqa: BLE001 - already dead
+                pass
+        self.actors = []
+        if self._ctx is not None:
+            self._ctx.__exit__(None, None, None)
+            self._ctx = None
+
+    def busy_pids(self) -> list[int]:
+        """Process ids of the actors answering a batch right now (for monitoring, and for the
+        tests that kill one mid-batch)."""
+        return [self.pids[a._actor_id.hex()] for a, _ in list(self._inflight.values())]
+
+    def answered_batches(self, batches: list[list], deadline=None):
+        """Yield ``(questions done so far, outcomes)`` per batch, in completion order."""
+        import collections
+        import math
+
+        from ray.exceptions import RayActorError
+
+        ray = self._ray
+        todo = collections.deque(batches)
+        idle = list(self.actors)
+        live = len(idle)
+        inflight = self._inflight = {}
+        left = sum(len(b) for b in batches)
+        done = 0
+        while todo or inflight:
+            while idle and todo:
+                actor, batch = idle.pop(), todo.popleft()
+                share = math.ceil(left / max(1, live))
+                inflight[actor.answer.remote(batch, share)] = (actor, batch)
+            if not inflight:
+                raise RuntimeError("every Ray actor of the run has died; the answers written so far are kept: "
+                                   "run the same command again to resume")
+            (ref,), _ = ray.wait(list(inflight), num_returns=1)
+            actor, batch = inflight.pop(ref)
+            try:
+                outcomes, info = ray.get(ref)
+            except RayActorError:
+                live -= 1
+                self.lost_batches += 1
+                todo.appendleft(batch)  # another actor answers it; nothing was written for it
+                continue
+            idle.append(actor)
+            for k, v in info["model_seconds"].items():
+                self.model_seconds[k] = self.model_seconds.get(k, 0.0) + v
+            for k, v in info["model_calls"].items():
+                self.model_calls[k] = self.model_calls.get(k, 0) + v
+            if info["plan"] is not None:
+                self.batches.append({**info["plan"], "actor": info["pid"]})
+            self.fallbacks += info["fallbacks"]
+            left -= len(batch)
+            done += len(batch)
+            yield done, outcomes

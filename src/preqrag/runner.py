@@ -36,6 +36,7 @@ from .timing import model_busy_seconds, model_calls, model_seconds
 
 if TYPE_CHECKING:
     from .deadline import Deadline
+    from .distributed import RayExecutor
 
 
 @dataclass
@@ -129,14 +130,15 @@ def _append(path: Path, records: list[dict]) -> None:
         raise
 
 
-def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | Path, *,
+def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output: str | Path, *,
                   limit: int | None = None,
                   on_progress: Callable[[int, int], None] | None = None,
-                  deadline: "Deadline | None" = None) -> RunSummary:
+                  deadline: "Deadline | None" = None,
+                  executor: "RayExecutor | None" = None) -> RunSummary:
     """Answer every question of ``questions_path`` not yet in ``output``.
 
     Args:
-        pipeline: the pipeline.
+        pipeline: the pipeline (None with ``executor``).
         questions_path: JSONL question file (see :func:`preqrag.io.read_questions`).
         output: the LiveRAG answer file (created or resumed).
         limit: answer at most this many questions of the file (in file order).
@@ -145,12 +147,19 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
             levels chosen per batch from the measured pace, extractive answers when the LLM
             cannot make it); ``None``: every question at the full pipeline. Its levels are
             ``pipeline.cfg.deadline``.
+        executor: answer the batches on Ray actors instead (:class:`preqrag.distributed.RayExecutor`,
+            ``preqrag run --ray``): this process alone writes answers, traces and failures, batch by
+            batch as they complete (so the answer file is in completion order, not file order);
+            with ``deadline``, every actor works to the same absolute deadline.
 
     Returns:
         RunSummary (also written to :func:`stats_path`). Bad input lines are in
         ``input_errors`` and in the failed file. Its wall and model seconds cover this call
         only (not index opening or model loading done before it).
     """
+    if (pipeline is None) == (executor is None):
+        raise ValueError("give a pipeline or an executor, not both")
+    cfg = pipeline.cfg if pipeline is not None else executor.cfg
     t0 = time.perf_counter()
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     ms0, mc0, busy0 = model_seconds(), model_calls(), model_busy_seconds()
@@ -164,10 +173,12 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
     todo: list[Question] = [q for q in questions if q.key not in done]
     summary = RunSummary(total=len(questions), skipped=len(questions) - len(todo), input_errors=errors)
     failures: list[Failure] = []
-    bs = pipeline.cfg.run.batch_size
+    bs = cfg.run.batch_size
     batches = [todo[start:start + bs] for start in range(0, len(todo), bs)]
     runner = None
-    if deadline is not None:
+    if executor is not None:
+        answered_batches = executor.answered_batches(batches, deadline)
+    elif deadline is not None:
         from .deadline import DeadlineRunner
 
         runner = DeadlineRunner(pipeline, deadline.at.timestamp())
@@ -194,15 +205,21 @@ def run_questions(pipeline: Pipeline, questions_path: str | Path, output: str | 
     lines += [f.model_dump_json() for f in failures]
     atomic_write_text(sidecar(output, "failed"), "".join(line + "\n" for line in lines))
     summary.wall_seconds = time.perf_counter() - t0
-    summary.model_seconds = {k: v - ms0.get(k, 0.0) for k, v in model_seconds().items()}
-    summary.model_calls = {k: v - mc0.get(k, 0) for k, v in model_calls().items()}
-    summary.model_busy_seconds = model_busy_seconds() - busy0
+    if executor is not None:  # the models ran in the actors: their own counters
+        summary.model_seconds, summary.model_calls = executor.model_seconds, executor.model_calls
+        summary.model_busy_seconds = None
+    else:
+        summary.model_seconds = {k: v - ms0.get(k, 0.0) for k, v in model_seconds().items()}
+        summary.model_calls = {k: v - mc0.get(k, 0) for k, v in model_calls().items()}
+        summary.model_busy_seconds = model_busy_seconds() - busy0
     from .deadline import level_counts
 
-    summary.levels = level_counts(levels, pipeline.cfg.deadline.levels)
+    summary.levels = level_counts(levels, cfg.deadline.levels)
+    if executor is not None and deadline is not None:
+        runner = executor  # fallbacks and per-batch plans, gathered from the actors
     if deadline is not None:
         left = deadline.at.timestamp() - time.time()
-        summary.deadline = {**deadline.to_dict(), "level_names": list(pipeline.cfg.deadline.levels),
+        summary.deadline = {**deadline.to_dict(), "level_names": list(cfg.deadline.levels),
                             # the last answer of this run was written in time (true when it wrote none)
                             "finished_before_deadline": last_write is None or last_write <= deadline.at.timestamp(),
                             "seconds_left": round(left, 3),
