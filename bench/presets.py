@@ -202,6 +202,8 @@ def main(argv=None) -> int:
         return (r["name"], r["label"], r.get("llm")) == (row["name"], row["label"], row.get("llm"))
 
     def save(row: dict) -> None:
+        row.setdefault("machine", describe(machine()))  # rows of one file may come from several machines
+        row.setdefault("date", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
         data["rows"] = [r for r in data["rows"] if not same_row(r, row)] + [row]
         data.update({"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"), "command": command})
@@ -286,16 +288,20 @@ def write_markdown(data: dict, path: Path) -> None:
             "answer_token_f1", "answer_rougeL", "cited_sentence_share", "seconds_per_question"]
     with_llm = any("llm" in r for r in data["rows"])
     title = "# LLM presets" if path.stem == "llm_presets" else "# Preset ladder"
-    head = ["preset", "label"] + (["llm"] if with_llm else []) + cols + (["parse fallbacks"] if with_llm else [])
-    lines = [title, "", f"Machine: {describe(data['machine'])}; "
-             f"{data['date']}.", "", "A 135M LLM writes weak rewrites and answers: answer-level columns say little "
+    head = (["preset", "label"] + (["llm"] if with_llm else []) + cols + (["parse fallbacks"] if with_llm else [])
+            + ["machine"])
+    lines = [title, "", f"Last run: {describe(data['machine'])}; {data['date']}. Each row's `machine` (JSON) says where "
+             "it ran: the CPU's SIMD level below; rows without one come from an earlier session's 2-core AMD EPYC "
+             "(seconds are comparable only between rows of the same machine).", "", "A 135M LLM writes weak rewrites and answers: answer-level columns say little "
              "about the presets with a capable LLM.", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in [r for r in data["rows"] if r["name"] != "llm-classifier"]:
         vals = ["" if r.get(c) is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])) for c in cols]
         llm = [r.get("llm", "")] if with_llm else []
         extra = [_parse_cell(r)] if with_llm else []
-        lines.append("| " + " | ".join([r["name"], r["label"]] + llm + vals + extra) + " |")
+        where = re.search(r"\(([^)]*)\)", r.get("machine", ""))
+        lines.append("| " + " | ".join([r["name"], r["label"]] + llm + vals + extra
+                                       + [where.group(1) if where else "earlier"]) + " |")
     classifier = [r for r in data["rows"] if r["name"] == "llm-classifier"]
     if classifier:
         lines += ["", "LLM classifier (`classifier.name = \"llm\"`), gold single = one gold document:", "",

@@ -117,10 +117,11 @@ def main(argv=None) -> int:
     ap.add_argument("--max-queue", type=int, default=64)
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--rss-every", type=int, default=50, help="sample the server's RSS every N requests")
     ap.add_argument("-o", "--out", type=Path, required=True)
     args = ap.parse_args(argv)
 
-    questions = [{"id": q.id, "question": q.question} for q in read_questions(args.questions)]
+    questions = [{"id": q.id, "question": q.question} for q in read_questions(args.questions)[0]]
     plan = make_requests(questions, args.requests, args.answer_every, args.disconnect_every, args.seed)
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
@@ -144,6 +145,7 @@ def main(argv=None) -> int:
 
     records: list[dict] = []
     rss: dict[str, float] = {}
+    series: list[tuple[int, float]] = []  # (requests done, server RSS MiB)
     lock = threading.Lock()
     interval = args.min_seconds * args.clients / max(1, args.requests)  # per client, between starts
     t0 = time.perf_counter()
@@ -175,6 +177,8 @@ def main(argv=None) -> int:
                 records.append(rec)
                 if len(records) == 100:
                     rss["after_100"] = rss_mb(server.pid)
+                if len(records) % args.rss_every == 0:
+                    series.append((len(records), round(rss_mb(server.pid), 1)))
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(args.clients)]
     for th in threads:
@@ -208,6 +212,7 @@ def main(argv=None) -> int:
         "latency": {"answer": lat("answer"), "batch_retrieve_only": lat("batch")},
         "rss_mb": {k: round(v, 1) for k, v in rss.items()},
         "rss_change_pct": round(100 * (rss["end"] - rss["after_100"]) / rss["after_100"], 2),
+        "rss_series_mb": series,
         "server_stats": stats, "answers_after_run": alive_status == 200 and
         (alive_body or {}).get("answer", {}).get("id") == "after",
     }

@@ -138,8 +138,8 @@ LAYERS: list[tuple[str, ...]] = [
      "evaluation", "trec"),
     # 4. the pipeline
     ("pipeline",),
-    # 5. what runs pipelines: the run loop, the deadline controller, the API
-    ("runner", "deadline", "serve"),
+    # 5. what runs pipelines: the run loop, the deadline controller, the API, Ray builds and runs
+    ("runner", "deadline", "serve", "distributed"),
     # 6. the command line
     ("cli", "cli_common"),
 ]

@@ -1,0 +1,127 @@
+"""Ray rows (issue 24): `preqrag index --ray` and `preqrag run --ray` on one machine.
+
+    python bench/ray_scale.py --corpus ../shared/liverag-bench/corpus.jsonl.gz --docs 400 --workers 1,2 \\
+        --questions ../shared/liverag-bench/dev.jsonl --run-limit 24 -o docs/bench/ray.json
+
+For each worker count W: a local Ray with W CPUs (``ray.init(num_cpus=W)``) builds the first
+``--docs`` documents in W shards (:func:`preqrag.distributed.build_index_ray`, default
+configuration), and records passages per second per worker (a shard's passages / its seconds),
+the shard phase and merge seconds, each worker's peak RSS (``ru_maxrss`` of the worker process,
+from the shard manifest) and the driver's. Then ``--run-limit`` questions are answered by W
+actors (:class:`preqrag.distributed.RayExecutor`; the default preset, hybrid, with SmolLM2
+answers of at most 32 tokens: ``RUN_OVERRIDES``) over the index built with W=1, and
+questions/hour recorded (model loading in the actors timed apart). On a 2-core machine the workers share the cores: the point is
+Ray's overhead, not a speed-up. The FineWeb-10BT estimate is arithmetic on the measured rate
+per worker (labelled so).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gzip
+import json
+import resource
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import machine  # noqa: E402
+
+from preqrag.config import load_config  # noqa: E402
+from preqrag.io import atomic_write_text  # noqa: E402
+
+FINEWEB_PASSAGES = 40_000_000
+"""FineWeb-10BT's passages at 512 MiniLM tokens, approximately (docs/indexing.md)."""
+RUN_OVERRIDES = {"generator": {"max_new_tokens": 32}}
+"""The default (hybrid) preset with short answers, so the run row is affordable on 2 cores."""
+
+
+def subset(corpus: Path, n_docs: int, out: Path) -> Path:
+    opener = gzip.open if corpus.name.endswith(".gz") else open
+    with opener(corpus, "rt", encoding="utf-8") as fh, open(out, "w", encoding="utf-8") as dst:
+        for i, line in enumerate(fh):
+            if i >= n_docs:
+                break
+            dst.write(line)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--corpus", type=Path, required=True)
+    ap.add_argument("--docs", type=int, default=400)
+    ap.add_argument("--workers", default="1,2")
+    ap.add_argument("--questions", type=Path, required=True)
+    ap.add_argument("--run-limit", type=int, default=24)
+    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("-o", "--out", type=Path, required=True)
+    args = ap.parse_args(argv)
+
+    import ray
+
+    from preqrag.distributed import RayExecutor, build_index_ray
+    from preqrag.runner import run_questions
+
+    work = args.workdir or Path(f"/tmp/ray_scale_{int(time.time())}")
+    work.mkdir(parents=True, exist_ok=True)
+    corpus = subset(args.corpus, args.docs, work / "corpus.jsonl")
+    cfg = load_config(None)
+    rows, first_index = [], None
+    for w in [int(x) for x in args.workers.split(",")]:
+        idx = work / f"idx_w{w}"
+        shutil.rmtree(idx, ignore_errors=True)
+        ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
+        try:
+            t = time.perf_counter()
+            m = build_index_ray(corpus, idx, cfg, n_shards=w)
+            wall = time.perf_counter() - t
+        finally:
+            ray.shutdown()
+        first_index = first_index or idx
+        r = m["ray"]
+        rows.append({"kind": "build", "workers": w, "documents": args.docs, "passages": m["n_passages"],
+                     "wall_s": round(wall, 2), "shard_phase_s": r["shard_phase_seconds"], "merge_s": r["merge_seconds"],
+                     "passages_per_s_per_worker": [round(s["passages"] / s["seconds"], 2) for s in r["per_shard"]],
+                     "worker_peak_rss_mb": [s["peak_rss_mb"] for s in r["per_shard"]],
+                     "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    run_cfg = load_config(None, RUN_OVERRIDES)
+    for w in [int(x) for x in args.workers.split(",")]:
+        out = work / f"answers_w{w}.jsonl"
+        for f in work.glob(f"answers_w{w}*"):
+            f.unlink()
+        ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
+        try:
+            t = time.perf_counter()
+            with RayExecutor(first_index, run_cfg, w) as ex:
+                load = time.perf_counter() - t
+                s = run_questions(None, args.questions, out, executor=ex, limit=args.run_limit)
+        finally:
+            ray.shutdown()
+        rows.append({"kind": "run", "workers": w, "questions": s.answered, "failed": s.failed,
+                     "actor_start_s": round(load, 2), "wall_s": round(s.wall_seconds, 2),
+                     "questions_per_hour": round(3600 * s.answered / s.wall_seconds, 1)})
+        print(json.dumps(rows[-1]), file=sys.stderr)
+    rates = [x for r in rows if r["kind"] == "build" for x in r["passages_per_s_per_worker"]]
+    rate = sum(rates) / len(rates)
+    result = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "command": "python bench/ray_scale.py " + " ".join(a for a in (argv or sys.argv[1:])),
+        "rows": rows,
+        "fineweb_10bt_estimate": {
+            "label": "arithmetic on the measured mean rate per CPU worker, not a measurement",
+            "passages_per_s_per_worker": round(rate, 2),
+            "days_for_40M_passages": {str(n): round(FINEWEB_PASSAGES / (rate * n) / 86400, 2) for n in (1, 8, 64, 256)},
+        },
+    }
+    atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
