@@ -93,3 +93,16 @@ def final_retrieval_columns(traces: list, questions: list) -> dict:
     return {"single_hit@1": single.get("hit@1"), "single_hit@10": single.get("hit@10"),
             "single_mrr@10": single.get("mrr@10"), "multi_recall@10": multi.get("recall@10"),
             "multi_all@10": multi.get("all@10")}
+
+
+def corpus_head(corpus, n_docs: int, out):
+    """The first ``n_docs`` documents of a JSONL(.gz) corpus written to ``out`` (JSONL); returns ``out``."""
+    import gzip
+
+    opener = gzip.open if str(corpus).endswith(".gz") else open
+    with opener(corpus, "rt", encoding="utf-8") as fh, open(out, "w", encoding="utf-8") as dst:
+        for i, line in enumerate(fh):
+            if i >= n_docs:
+                break
+            dst.write(line)
+    return out

@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine  # noqa: E402
-from serve_load import _free_port, _get  # noqa: E402
+from serve_load import _free_port, _get, wait_ready  # noqa: E402
 
 from preqrag.io import atomic_write_text  # noqa: E402
 
@@ -49,15 +49,7 @@ def main(argv=None) -> int:
         cmd += ["--config", str(args.config)]
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
-        while True:
-            if server.poll() is not None:
-                raise SystemExit(f"server exited {server.returncode}: {Path(log.name).read_text()[-3000:]}")
-            try:
-                if _get(f"{url}/healthz") == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.2)
+        wait_ready(server, url, log.name)
         t = time.perf_counter()
         with tempfile.TemporaryDirectory() as work:
             r = subprocess.run([sys.executable, "-m", "schemathesis.cli", "run", f"{url}/openapi.json",

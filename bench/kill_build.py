@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gzip
 import json
 import os
 import random
@@ -35,7 +34,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine  # noqa: E402
+from _common import corpus_head, machine  # noqa: E402
 
 from preqrag.io import atomic_write_text  # noqa: E402
 
@@ -77,16 +76,6 @@ def data_files(index: Path) -> dict[str, str]:
     files = json.loads((index / "manifest.json").read_text())["files"]
     return {k: v["sha256"] for k, v in files.items()}
 
-
-def subset(corpus: Path, n_docs: int, out: Path) -> Path:
-    """The first ``n_docs`` documents of a JSONL(.gz) corpus, as a JSONL file."""
-    opener = gzip.open if corpus.name.endswith(".gz") else open
-    with opener(corpus, "rt", encoding="utf-8") as fh, open(out, "w", encoding="utf-8") as dst:
-        for i, line in enumerate(fh):
-            if i >= n_docs:
-                break
-            dst.write(line)
-    return out
 
 
 def run_to_end(cmd: list[str]) -> float:
@@ -133,7 +122,7 @@ def main() -> int:
 
     rng = random.Random(args.seed)
     args.workdir.mkdir(parents=True, exist_ok=True)
-    corpus = subset(args.corpus, args.docs, args.workdir / "corpus.jsonl")
+    corpus = corpus_head(args.corpus, args.docs, args.workdir / "corpus.jsonl")
     ref = args.workdir / "reference"
     for p in (ref, ref.with_name(ref.name + ".partial")):
         shutil.rmtree(p, ignore_errors=True)

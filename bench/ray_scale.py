@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import gzip
 import json
 import resource
 import shutil
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import machine  # noqa: E402
+from _common import corpus_head, machine  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
@@ -38,15 +37,6 @@ FINEWEB_PASSAGES = 40_000_000
 RUN_OVERRIDES = {"generator": {"max_new_tokens": 32}}
 """The default (hybrid) preset with short answers, so the run row is affordable on 2 cores."""
 
-
-def subset(corpus: Path, n_docs: int, out: Path) -> Path:
-    opener = gzip.open if corpus.name.endswith(".gz") else open
-    with opener(corpus, "rt", encoding="utf-8") as fh, open(out, "w", encoding="utf-8") as dst:
-        for i, line in enumerate(fh):
-            if i >= n_docs:
-                break
-            dst.write(line)
-    return out
 
 
 def main(argv=None) -> int:
@@ -67,7 +57,7 @@ def main(argv=None) -> int:
 
     work = args.workdir or Path(f"/tmp/ray_scale_{int(time.time())}")
     work.mkdir(parents=True, exist_ok=True)
-    corpus = subset(args.corpus, args.docs, work / "corpus.jsonl")
+    corpus = corpus_head(args.corpus, args.docs, work / "corpus.jsonl")
     cfg = load_config(None)
     rows, first_index = [], None
     for w in [int(x) for x in args.workers.split(",")]:

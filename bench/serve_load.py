@@ -80,6 +80,19 @@ def _get(url: str) -> int:
         return e.code
 
 
+def wait_ready(proc: subprocess.Popen, url: str, log: Path | str) -> None:
+    """Poll ``url/healthz`` until 200; exit with the log's name if the server process ends first."""
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"preqrag serve exited with {proc.returncode}; see {log}")
+        try:
+            if _get(f"{url}/healthz") == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.2)
+
+
 def load_run(url: str, requests: list[dict], clients: int, timeout: float) -> tuple[list[dict], float]:
     """Send every request from ``clients`` threads; one record per request, and the wall time."""
     todo: queue.Queue = queue.Queue()
@@ -150,15 +163,7 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     proc = subprocess.Popen(serve_cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"preqrag serve exited with {proc.returncode}; see {work / 'serve.log'}")
-            try:
-                if _get(f"{url}/healthz") == 200:
-                    break
-            except OSError:
-                pass
-            time.sleep(0.2)
+        wait_ready(proc, url, work / "serve.log")
         ready_s = time.perf_counter() - t0
         records, wall = load_run(url, requests, args.clients, args.timeout)
         with urllib.request.urlopen(f"{url}/v1/stats", timeout=10) as r:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine, pct  # noqa: E402
-from serve_load import _free_port, _get, _post  # noqa: E402
+from serve_load import _free_port, _post, wait_ready  # noqa: E402
 
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 
@@ -132,15 +132,7 @@ def main(argv=None) -> int:
         cmd += ["--config", str(args.config)]
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     t_start = time.perf_counter()
-    while True:
-        if server.poll() is not None:
-            raise SystemExit(f"server exited {server.returncode}: {Path(log.name).read_text()[-3000:]}")
-        try:
-            if _get(f"{url}/healthz") == 200:
-                break
-        except OSError:
-            pass
-        time.sleep(0.2)
+    wait_ready(server, url, log.name)
     load_s = time.perf_counter() - t_start
 
     records: list[dict] = []

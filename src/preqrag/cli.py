@@ -58,6 +58,19 @@ def _progress_bar():
     return bar, progress
 
 
+def _require_models(cfg) -> None:
+    """Every configured model is available (:func:`preqrag.preflight.require_models`), else
+    each problem printed and exit 2, before any work."""
+    from .preflight import ModelUnavailable, require_models
+
+    try:
+        require_models(cfg)
+    except ModelUnavailable as e:
+        for problem in e.problems:
+            err.print(f"[red]model unavailable:[/red] {problem}")
+        raise typer.Exit(2)
+
+
 @index_app.callback(invoke_without_command=True)
 def index(ctx: typer.Context,
           corpus: Optional[Path] = typer.Option(None, "--corpus", exists=True, help=(
@@ -277,14 +290,8 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     executor = None
     if ray:
         from .distributed import RayExecutor
-        from .preflight import ModelUnavailable, require_models
 
-        try:
-            require_models(cfg)
-        except ModelUnavailable as e:
-            for problem in e.problems:
-                err.print(f"[red]model unavailable:[/red] {problem}")
-            raise typer.Exit(2)
+        _require_models(cfg)
         executor = RayExecutor(index_dir, cfg, workers, address=ray_address,
                                deadline_ts=due.at.timestamp() if due is not None else None)
         try:
@@ -336,15 +343,8 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
     from .index import build_index
     from .runner import run_questions
 
-    from .preflight import ModelUnavailable, require_models
-
     cfg = _config(config)
-    try:
-        require_models(cfg)
-    except ModelUnavailable as e:
-        for problem in e.problems:
-            err.print(f"[red]model unavailable:[/red] {problem}")
-        raise typer.Exit(2)
+    _require_models(cfg)
     work = Path(workdir or tempfile.mkdtemp(prefix="preqrag-demo-"))
     data = resources.files("preqrag") / "data"
     with resources.as_file(data / "demo_corpus.jsonl.gz") as corpus, \
