@@ -89,33 +89,6 @@ class _Job:
     enqueued: float
 
 
-_LIBC = None
-
-
-def release_free_memory() -> None:
-    """Give the C heap's free pages back to the OS (glibc ``malloc_trim(0)``; a no-op elsewhere).
-
-    Called after every micro-batch: the models' native code (torch, onnxruntime, llama.cpp)
-    allocates buffers of varying sizes per batch from glibc's per-thread arenas, and the
-    freed ones stay in the process, so a long-running server's resident memory crept up by
-    ~17 % over 1,000 requests (``bench/soak.py``, issue 25) although nothing was retained. A
-    trim takes about a millisecond.
-    """
-    global _LIBC
-    if _LIBC is None:
-        import ctypes
-        import ctypes.util
-
-        name = ctypes.util.find_library("c")
-        try:
-            lib = ctypes.CDLL(name) if name else None
-            _LIBC = lib if lib is not None and hasattr(lib, "malloc_trim") else False
-        except OSError:
-            _LIBC = False
-    if _LIBC:
-        _LIBC.malloc_trim(0)
-
-
 class PipelineWorker:
     """Owns one Pipeline per name and answers queued questions in micro-batches.
 
@@ -344,7 +317,6 @@ class PipelineWorker:
             self._counts["failed"] += n_failed
             self._counts["batches"] += 1
             self._batch_seconds += run_s
-        release_free_memory()
 
     @staticmethod
     def _served(pipe: Pipeline, op: Op, outcome: Outcome) -> Served:
