@@ -114,7 +114,7 @@ def test_worker_killed_during_the_build_is_retried_to_the_same_index(cluster, sm
 
 
 def test_cli_index_ray_starts_a_local_ray(small_corpus, small_index, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_ADDRESS")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # not the test cluster's driver env
     r = subprocess.run([sys.executable, "-m", "preqrag.cli", "index", "--corpus", str(small_corpus[0]),
                         "--index", str(tmp_path / "idx"), "--ray", "--shards", "2"],
                        capture_output=True, text=True, timeout=900, env=env)
@@ -201,7 +201,8 @@ def test_run_ray_cli_with_a_deadline_already_past(small_index, small_corpus, tmp
     out = tmp_path / "answers.jsonl"
     r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(small_corpus[1]), "--index", str(small_index),
                         "-o", str(out), "--config", str(cfg), "--ray", "--workers", "2",
-                        "--deadline", "2020-01-01T00:00:00Z"], capture_output=True, text=True, timeout=900)
+                        "--deadline", "2020-01-01T00:00:00Z"], capture_output=True, text=True, timeout=900,
+                       env={k: v for k, v in os.environ.items() if not k.startswith("RAY_")})  # a Ray of its own
     assert r.returncode == 0, r.stderr[-3000:]
     ids = [a["id"] for a in _answers(out)]
     assert len(ids) == len(set(ids)) == len(small_corpus[2])
