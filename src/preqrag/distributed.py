@@ -52,13 +52,15 @@ def require_ray():
 @contextlib.contextmanager
 def connected(address: str | None = None, **init_kwargs) -> Iterator[object]:
     """Ray connected for the ``with`` block: an already initialised Ray is reused as is; else
-    ``ray.init(address)`` (``None``: a local instance started now and shut down at the end;
-    an address: that cluster, which is left running)."""
+    ``ray.init(address)`` (``None``: a new local instance started now and shut down at the end,
+    even when a cluster already runs on this machine; an address: that cluster, which is left
+    running)."""
     ray = require_ray()
     if ray.is_initialized():
         yield ray
         return
-    ray.init(address=address or None, include_dashboard=False, log_to_driver=False, **init_kwargs)
+    # "local": a new instance even when this machine already runs a Ray cluster (ray.init(None) would join it)
+    ray.init(address=address or "local", include_dashboard=False, log_to_driver=False, **init_kwargs)
     try:
         yield ray
     finally:
