@@ -20,8 +20,9 @@ The shard directories live in ``<IDX>.shards/`` beside the index, which every no
 once the merged index is published. Re-running the same command after the driver died
 reuses every finished shard and resumes the unfinished ones.
 
-Ray is optional: ``pip install "preqrag[ray]"``. Without ``--ray-address``, a local Ray instance
-is started for the call and stopped after it (``ray.init()``); with one (``auto``,
+Ray is optional: ``pip install "preqrag[ray]"``. Without ``--ray-address``, a new local Ray
+instance is started for the call and stopped after it (``ray.init("local")``, even where a
+cluster already runs on the machine); with one (``auto``,
 ``ray://host:10001`` or ``host:6379``), the running cluster is joined and left running. (The
 address is its own option because Typer has no option with an optional value.)
 """
@@ -88,8 +89,7 @@ def shard_dirs(index_dir: Path, n_shards: int) -> list[Path]:
 def build_index_ray(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, *,
                     address: str | None = None, n_shards: int | None = None, cpus_per_shard: float = 1.0,
                     gpus_per_shard: float | None = None, max_retries: int = 3, overwrite: bool = False,
-                    progress: Callable[[str, int, int], None] | None = None,
-                    on_started: Callable[[list], None] | None = None) -> dict:
+                    progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Build an index as Ray tasks, one per shard, then merge (module docstring).
 
     Args:
@@ -106,11 +106,10 @@ def build_index_ray(corpus: str | Path, index_dir: str | Path, cfg: PipelineConf
         max_retries: Ray retries of a task whose worker died (default 3).
         overwrite: replace an existing index (only once the new one is complete).
         progress: optional callback ``(phase, done, total)``: ``"shards"`` then the merge's phases.
-        on_started: called with the task references once submitted (tests use it to kill a worker).
 
     Returns:
-        The merged index's manifest, plus ``ray`` (shards, seconds of the shard phase and of the
-        merge, per-shard seconds / passages / peak RSS of the worker process, retries seen).
+        The merged index's manifest, plus ``ray`` (shards, CPUs/GPUs per shard, seconds of the
+        shard phase and of the merge, per-shard passages / seconds / peak RSS of the worker process).
 
     Raises:
         FileExistsError: ``index_dir`` exists and not ``overwrite``.
@@ -137,18 +136,15 @@ def build_index_ray(corpus: str | Path, index_dir: str | Path, cfg: PipelineConf
                                                      max_retries=max_retries, retry_exceptions=False)
         t0 = time.perf_counter()
         refs = [task.remote(str(corpus), str(d), cfg, i, n) for i, d in enumerate(dirs)]
-        if on_started is not None:
-            on_started(refs)
-        pending, done = list(refs), 0
+        pending, finished = list(refs), {}
         if progress:
             progress("shards", 0, n)
         while pending:
-            ready, pending = ray.wait(pending, num_returns=1)
-            ray.get(ready)  # raises the shard's error now, with its traceback
-            done += len(ready)
+            (ref,), pending = ray.wait(pending, num_returns=1)
+            finished[ref] = ray.get(ref)  # raises the shard's error now, with its traceback
             if progress:
-                progress("shards", done, n)
-        manifests = ray.get(refs)
+                progress("shards", len(finished), n)
+        manifests = [finished[r] for r in refs]
         shard_s = time.perf_counter() - t0
     t = time.perf_counter()
     manifest = merge_shards(dirs, index_dir, cfg, overwrite=overwrite, progress=progress)
@@ -188,7 +184,7 @@ class _PipelineActor:
         extractive fallbacks, the actor's pid."""
         import os
 
-        from .timing import model_calls, model_seconds
+        from .timing import model_calls, model_seconds, model_usage_since
 
         ms0, mc0 = model_seconds(), model_calls()
         plan, fallbacks = None, 0
@@ -202,9 +198,8 @@ class _PipelineActor:
             before = self.runner.fallbacks
             outcomes = self.runner.answer(batch, remaining)
             plan, fallbacks = self.runner.batches[-1], self.runner.fallbacks - before
-        info = {"model_seconds": {k: v - ms0.get(k, 0.0) for k, v in model_seconds().items()},
-                "model_calls": {k: v - mc0.get(k, 0) for k, v in model_calls().items()},
-                "plan": plan, "fallbacks": fallbacks, "pid": os.getpid()}
+        seconds, calls = model_usage_since(ms0, mc0)
+        info = {"model_seconds": seconds, "model_calls": calls, "plan": plan, "fallbacks": fallbacks, "pid": os.getpid()}
         return outcomes, info
 
 
@@ -290,7 +285,7 @@ class RayExecutor:
         tests that kill one mid-batch)."""
         return [self.pids[a._actor_id.hex()] for a, _ in list(self._inflight.values())]
 
-    def answered_batches(self, batches: list[list], deadline=None):
+    def answered_batches(self, batches: list[list]):
         """Yield ``(questions done so far, outcomes)`` per batch, in completion order."""
         import collections
         import math

@@ -32,7 +32,7 @@ from .io import (InputError, append_jsonl, atomic_write_text, read_jsonl_toleran
                  stats_path)
 from .pipeline import Outcome, Pipeline
 from .records import Failure, Question
-from .timing import model_busy_seconds, model_calls, model_seconds
+from .timing import model_busy_seconds, model_calls, model_seconds, model_usage_since
 
 if TYPE_CHECKING:
     from .deadline import Deadline
@@ -177,7 +177,9 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
     batches = [todo[start:start + bs] for start in range(0, len(todo), bs)]
     runner = None
     if executor is not None:
-        answered_batches = executor.answered_batches(batches, deadline)
+        answered_batches = executor.answered_batches(batches)
+        if deadline is not None:
+            runner = executor  # fallbacks and per-batch plans, gathered from the actors
     elif deadline is not None:
         from .deadline import DeadlineRunner
 
@@ -209,14 +211,11 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
         summary.model_seconds, summary.model_calls = executor.model_seconds, executor.model_calls
         summary.model_busy_seconds = None
     else:
-        summary.model_seconds = {k: v - ms0.get(k, 0.0) for k, v in model_seconds().items()}
-        summary.model_calls = {k: v - mc0.get(k, 0) for k, v in model_calls().items()}
+        summary.model_seconds, summary.model_calls = model_usage_since(ms0, mc0)
         summary.model_busy_seconds = model_busy_seconds() - busy0
     from .deadline import level_counts
 
     summary.levels = level_counts(levels, cfg.deadline.levels)
-    if executor is not None and deadline is not None:
-        runner = executor  # fallbacks and per-batch plans, gathered from the actors
     if deadline is not None:
         left = deadline.at.timestamp() - time.time()
         summary.deadline = {**deadline.to_dict(), "level_names": list(cfg.deadline.levels),

@@ -97,6 +97,13 @@ def model_calls() -> dict[str, int]:
         return dict(_calls)
 
 
+def model_usage_since(seconds0: dict[str, float], calls0: dict[str, int]) -> tuple[dict[str, float], dict[str, int]]:
+    """``(seconds, calls)`` per kind since the snapshot ``seconds0 = model_seconds()``,
+    ``calls0 = model_calls()`` (a run's or a batch's share of the process totals)."""
+    return ({k: v - seconds0.get(k, 0.0) for k, v in model_seconds().items()},
+            {k: v - calls0.get(k, 0) for k, v in model_calls().items()})
+
+
 def reset_model_time() -> None:
     """Zero every total (calls in flight count from now on)."""
     with _lock:

@@ -37,8 +37,9 @@ would find no CPU backend (issue 25). :func:`cmake_args` therefore also compiles
 ``llama_cpp/lib``) into the search path: ``-DGGML_BACKEND_DIR="..."`` appended to
 ``CMAKE_CXX_FLAGS`` comes after CMake's own definition on the compiler's command line
 (CMake's rule is ``$DEFINES $INCLUDES $FLAGS``), so it wins (GCC warns that the macro is
-redefined). :func:`backend_dir_compiled_in` checks the result from another directory, so every program in the environment loads the best variant for its CPU with no
-environment variable. As a second line of defence, :func:`load_backends` loads the variants
+redefined). :func:`backend_dir_compiled_in` checks the result from another directory, so
+every program in the environment loads the best variant for its CPU with no environment
+variable. As a second line of defence, :func:`load_backends` loads the variants
 from the package before llama.cpp starts (:class:`preqrag.llm.llamacpp.LlamaCppLLM` calls
 it; this covers an environment moved after the build), and :func:`server_env` gives a
 ``python -m llama_cpp.server`` child process the chosen variant (``GGML_BACKEND_PATH``).
@@ -76,7 +77,6 @@ PORTABLE_CMAKE_ARGS = [
 """CMake options of the portable build (module docstring says why each)."""
 
 
-
 def install_lib_dir() -> Path:
     """Where pip will put llama-cpp-python's libraries in the running interpreter's
     environment: ``sysconfig.get_paths()["platlib"]/llama_cpp/lib``."""
@@ -92,8 +92,9 @@ def cmake_args(backend_dir: Path | None = None) -> list[str]:
             on a shell command line).
     """
     d = str(backend_dir or install_lib_dir())
-    if any(ch in d for ch in "\"'"):
-        raise LlamaBuildError(f"cannot compile a backend directory with quotes into llama.cpp: {d!r}")
+    if any(ch in d for ch in "\"'\\"):
+        raise LlamaBuildError(f"cannot compile a backend directory with quotes or backslashes into llama.cpp: "
+                              f"{d!r}")
     define = shlex.quote(f'-DGGML_BACKEND_DIR="{d}"')
     return [f"{a} {define}" if a.startswith("-DCMAKE_CXX_FLAGS=") else a for a in PORTABLE_CMAKE_ARGS]
 
@@ -265,12 +266,12 @@ def check(scan: bool = True) -> dict:
     if libdir is None:
         raise LlamaBuildError(f"llama-cpp-python is not installed ({LLAMA_CPP_PYTHON}); run ./install.sh")
     info = {"lib_dir": str(libdir), "portable": is_portable(libdir),
-            "variants": [p.name for p in cpu_variants(libdir)],
-            "backend_dir_compiled_in": backend_dir_compiled_in(libdir)}
+            "variants": [p.name for p in cpu_variants(libdir)]}
     if not info["portable"]:
         raise LlamaBuildError(
             f"{libdir} holds a llama.cpp built for the CPU it was compiled on (GGML_NATIVE); it may die "
             "with SIGILL on another CPU. Rebuild it portable: ./install.sh")
+    info["backend_dir_compiled_in"] = backend_dir_compiled_in(libdir)  # a process probe: only for a portable build
     if not info["backend_dir_compiled_in"]:
         raise LlamaBuildError(
             f"{libdir} is not ggml's compiled-in backend directory: programs other than preqrag would "

@@ -215,14 +215,12 @@ def _constrain(schema: dict, settings: "ServeSettings", names: list[str]) -> dic
     comps = schema.get("components", {}).get("schemas", {})
     question = {"type": "string", "minLength": 1, "maxLength": settings.max_question_chars, "pattern": NOT_BLANK}
     pipeline = {"anyOf": [{"type": "string", "enum": names}, {"type": "null"}]}
-    for name in ("AskRequest", "BatchItem"):
+    for name, prop, extra in (("AskRequest", "question", question), ("BatchItem", "question", question),
+                               ("AskRequest", "pipeline", pipeline), ("BatchRequest", "pipeline", pipeline)):
         if name in comps:
-            comps[name]["properties"]["question"] = {**comps[name]["properties"]["question"], **question}
-    if "AskRequest" in comps:
-        comps["AskRequest"]["properties"]["pipeline"] = {**comps["AskRequest"]["properties"]["pipeline"], **pipeline}
+            comps[name]["properties"][prop] = {**comps[name]["properties"][prop], **extra}
     if "BatchRequest" in comps:
         props = comps["BatchRequest"]["properties"]
-        props["pipeline"] = {**props["pipeline"], **pipeline}
         props["questions"]["minItems"] = 1
         props["questions"]["maxItems"] = min(settings.max_batch, settings.max_queue)
         for alt in props["questions"]["items"].get("anyOf", []):
