@@ -106,3 +106,22 @@ def corpus_head(corpus, n_docs: int, out):
                 break
             dst.write(line)
     return out
+
+
+PLACEHOLDERS = {"--index": "IDX", "--cache-dir": "CACHE", "--config": "CONFIG", "--workdir": "WORK"}
+"""Options whose machine paths are written as placeholders in the recorded command."""
+
+
+def placeholders(argv: list[str]) -> list[str]:
+    """``argv`` with the values of :data:`PLACEHOLDERS`' options replaced (``--index IDX``), so
+    that docs/bench holds no machine paths."""
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        key, eq, _ = a.partition("=")
+        if eq and key in PLACEHOLDERS:
+            out.append(f"{key}={PLACEHOLDERS[key]}")
+        elif i > 0 and argv[i - 1] in PLACEHOLDERS:
+            out.append(PLACEHOLDERS[argv[i - 1]])
+        else:
+            out.append(a if " " not in a and a else repr(a))
+    return out

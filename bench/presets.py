@@ -41,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, final_retrieval_columns, machine, stage_means  # noqa: E402
+from _common import placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
@@ -66,25 +66,6 @@ def token_f1(prediction: str, reference: str) -> float:
         return 0.0
     precision, recall = same / len(p), same / len(r)
     return 2 * precision * recall / (precision + recall)
-
-
-PLACEHOLDERS = {"--index": "IDX", "--cache-dir": "CACHE", "--config": "CONFIG"}
-"""Options whose machine paths are written as placeholders in the recorded command."""
-
-
-def placeholders(argv: list[str]) -> list[str]:
-    """``argv`` with the values of :data:`PLACEHOLDERS`' options replaced (``--index IDX``), so
-    that docs/bench holds no machine paths."""
-    out: list[str] = []
-    for i, a in enumerate(argv):
-        key, eq, _ = a.partition("=")
-        if eq and key in PLACEHOLDERS:
-            out.append(f"{key}={PLACEHOLDERS[key]}")
-        elif i > 0 and argv[i - 1] in PLACEHOLDERS:
-            out.append(PLACEHOLDERS[argv[i - 1]])
-        else:
-            out.append(a if " " not in a and a else repr(a))
-    return out
 
 
 def fallback_kind(fallback: str) -> str:

@@ -10,7 +10,9 @@ the shard phase and merge seconds, each worker's peak RSS (``ru_maxrss`` of the 
 from the shard manifest) and the driver's. Then ``--run-limit`` questions are answered by W
 actors (:class:`preqrag.distributed.RayExecutor`; the default preset, hybrid, with SmolLM2
 answers of at most 32 tokens: ``RUN_OVERRIDES``) over the index built with W=1, and
-questions/hour recorded (model loading in the actors timed apart). On a 2-core machine the workers share the cores: the point is
+questions/hour recorded (model loading in the actors timed apart). With ``--index IDX`` no
+build runs: the run rows use IDX (e.g. the full bench index built by ``preqrag index --ray``,
+whose manifest's ``ray`` record holds that build's row). On a 2-core machine the workers share the cores: the point is
 Ray's overhead, not a speed-up. The FineWeb-10BT estimate is arithmetic on the measured rate
 per worker (labelled so).
 """
@@ -27,7 +29,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import corpus_head, machine  # noqa: E402
+from _common import corpus_head, machine, placeholders  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
@@ -41,14 +43,17 @@ RUN_OVERRIDES = {"generator": {"max_new_tokens": 32}}
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--corpus", type=Path, required=True)
+    ap.add_argument("--corpus", type=Path, default=None)
     ap.add_argument("--docs", type=int, default=400)
     ap.add_argument("--workers", default="1,2")
     ap.add_argument("--questions", type=Path, required=True)
     ap.add_argument("--run-limit", type=int, default=24)
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--index", type=Path, default=None, help="an existing index for the run rows (no build rows)")
     ap.add_argument("-o", "--out", type=Path, required=True)
     args = ap.parse_args(argv)
+    if (args.corpus is None) == (args.index is None):
+        ap.error("give --corpus (build rows, then run rows on the W=1 build) or --index (run rows only)")
 
     import ray
 
@@ -57,10 +62,10 @@ def main(argv=None) -> int:
 
     work = args.workdir or Path(f"/tmp/ray_scale_{int(time.time())}")
     work.mkdir(parents=True, exist_ok=True)
-    corpus = corpus_head(args.corpus, args.docs, work / "corpus.jsonl")
     cfg = load_config(None)
-    rows, first_index = [], None
-    for w in [int(x) for x in args.workers.split(",")]:
+    rows, first_index = [], args.index
+    corpus = None if args.index else corpus_head(args.corpus, args.docs, work / "corpus.jsonl")
+    for w in [] if args.index else [int(x) for x in args.workers.split(",")]:
         idx = work / f"idx_w{w}"
         shutil.rmtree(idx, ignore_errors=True)
         ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
@@ -96,18 +101,19 @@ def main(argv=None) -> int:
                      "questions_per_hour": round(3600 * s.answered / s.wall_seconds, 1)})
         print(json.dumps(rows[-1]), file=sys.stderr)
     rates = [x for r in rows if r["kind"] == "build" for x in r["passages_per_s_per_worker"]]
-    rate = sum(rates) / len(rates)
+    rate = sum(rates) / len(rates) if rates else None
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
-        "command": "python bench/ray_scale.py " + " ".join(a for a in (argv or sys.argv[1:])),
+        "command": "python bench/ray_scale.py " + " ".join(placeholders(argv or sys.argv[1:])),
         "rows": rows,
-        "fineweb_10bt_estimate": {
+    }
+    if rate:
+        result["fineweb_10bt_estimate"] = {
             "label": "arithmetic on the measured mean rate per CPU worker, not a measurement",
             "passages_per_s_per_worker": round(rate, 2),
             "days_for_40M_passages": {str(n): round(FINEWEB_PASSAGES / (rate * n) / 86400, 2) for n in (1, 8, 64, 256)},
-        },
-    }
+        }
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0

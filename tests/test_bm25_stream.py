@@ -115,6 +115,23 @@ def test_numba_backend_same_scores(passages, tmp_path):
         assert set(strict) <= set(rb.ids)
 
 
+def test_auto_backend_numba_from_a_million_passages(passages, tmp_path):
+    """``bm25_backend = "auto"`` (the ``[index]`` default): numpy for the small indexes the docs'
+    figures were measured on, numba from :data:`AUTO_NUMBA_PASSAGES` up (issue 24's BM25 latency
+    target at 5M), and ``[index]``'s default is ``auto``."""
+    pytest.importorskip("numba")
+    from preqrag.config import IndexConfig
+    from preqrag.retrieval.bm25 import AUTO_NUMBA_PASSAGES, resolve_backend
+
+    assert IndexConfig().bm25_backend == "auto"
+    assert resolve_backend("auto", AUTO_NUMBA_PASSAGES - 1) == "numpy"
+    assert resolve_backend("auto", AUTO_NUMBA_PASSAGES) == "numba"
+    assert resolve_backend("numpy", 10 * AUTO_NUMBA_PASSAGES) == "numpy"
+    build_bm25(passages, BM25Config(), tmp_path / "bm25")
+    small = BM25Retriever(tmp_path / "bm25", [f"p{i}" for i in range(len(passages))], BM25Config(), backend="auto")
+    assert small.backend == "numpy" and small.search(["moss on lawns"], 5)[0].ids
+
+
 def test_stream_build_is_reproducible_across_processes(tmp_path):
     """Same passages, two processes with different string-hash seeds: byte-identical files
     (bm25s numbers stems in set order, which the build does not inherit)."""

@@ -123,10 +123,12 @@ class IndexConfig(_Section):
         "refine = 'flat': IVF candidates re-scored per requested passage (FAISS IndexRefine k_factor)."))
     train_size: int = Field(100_000, ge=1000, description=(
         "Vectors sampled (seed 0) to train IVF/PQ: FAISS wants >= 39 per centroid (nlist and 2^pq_nbits)."))
-    bm25_backend: Literal["numpy", "numba"] = Field("numpy", description=(
-        "bm25s scoring backend at query time: numpy (default, no compilation) or numba (JIT-compiled scoring "
-        "and top-k: p50 16 vs 156 ms at 5M passages in docs/bench/scale.md, 7-23 s compilation once per process; same scores, "
-        "ties may be ordered differently). Needs numba."))
+    bm25_backend: Literal["auto", "numpy", "numba"] = Field("auto", description=(
+        "bm25s scoring backend at query time: auto (default: numba for indexes of >= 1,000,000 passages when numba is "
+        "installed, else numpy), numpy (no compilation) or numba (JIT-compiled scoring and top-k: p50 16 vs 156 ms at "
+        "5M passages in docs/bench/scale.md, 7-23 s compilation once per process; same scores, passages with equal "
+        "scores may be ordered differently). Below 1M passages numpy stays: its queries take milliseconds there, "
+        "the compilation would not pay, and every ranking measured on the bench corpus keeps its tie order."))
     backend: Literal["embedded", "milvus"] = Field("embedded", description=(
         "Where the passages and indexes live: embedded (bm25s + FAISS files in the --index directory, "
         "default) or milvus (a Milvus collection at `uri`; see preqrag.milvus)."))

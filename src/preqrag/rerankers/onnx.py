@@ -6,7 +6,8 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from ..timing import model_time
-from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, run_batch
+from .. import onnx_runtime
+from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, reserve_peak, run_batch
 
 
 class OnnxCrossEncoder:
@@ -24,10 +25,17 @@ class OnnxCrossEncoder:
         self.batch_size = batch_size
         self._session = None
         self._tokenizer = None
+        self._reserved = False
 
     def warm_up(self) -> None:
-        """Load the model now (else it loads on first use)."""
-        self._load()
+        """Load the model now (else it loads on first use). In ``preqrag serve``
+        (:data:`preqrag.onnx_runtime.RESERVE_PEAK_AT_WARM_UP`) also reserve onnxruntime's
+        memory for the largest batch ``score`` can run (``batch_size`` × ``max_length``;
+        :func:`preqrag.onnx_runtime.reserve_peak`), so the server's memory stays flat."""
+        session, _ = self._load()
+        if onnx_runtime.RESERVE_PEAK_AT_WARM_UP and not self._reserved:
+            reserve_peak(session, self.batch_size, self.max_length)
+            self._reserved = True
 
     def _load(self):
         if self._session is None:

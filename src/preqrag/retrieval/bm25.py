@@ -218,6 +218,25 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
     return {"passages": n_docs, "vocabulary": n_vocab, "entries": nnz, "avg_doc_len": float(avg_doc_len)}
 
 
+AUTO_NUMBA_PASSAGES = 1_000_000
+"""``bm25_backend = "auto"`` picks numba from this many passages up (issue 24: BM25 p50 <= 100 ms
+at 5M passages; numpy measured 156 ms there, numba 16 ms, docs/bench/scale.md). Below it numpy's
+queries take a few ms (4.1 ms p50 at 100k) and numba's one-time compilation (7-23 s) would
+not pay."""
+
+
+def resolve_backend(backend: str, n_passages: int) -> str:
+    """The bm25s backend to use: ``"auto"`` becomes ``"numba"`` for ``n_passages >=``
+    :data:`AUTO_NUMBA_PASSAGES` when numba is installed, else ``"numpy"``; other names are
+    returned as given."""
+    if backend != "auto":
+        return backend
+    import importlib.util
+
+    big = n_passages >= AUTO_NUMBA_PASSAGES
+    return "numba" if big and importlib.util.find_spec("numba") is not None else "numpy"
+
+
 class BM25Retriever:
     """BM25 over the passages of an index (PreQRAG §2.3 sparse retrieval).
 
@@ -228,8 +247,9 @@ class BM25Retriever:
         mmap: load the score matrix memory-mapped (bm25s ``mmap=True``): pages are read on
             demand and shared between processes (``[index] mmap``; default False here, True
             through :class:`~preqrag.index.Index`).
-        backend: bm25s's scoring backend: ``"numpy"`` (default: no compilation, the figures in
-            docs/ were measured with it) or ``"numba"`` (JIT-compiled scoring and top-k selection;
+        backend: bm25s's scoring backend: ``"numpy"`` (default here: no compilation, the
+            figures in docs/ were measured with it), ``"auto"`` (:func:`resolve_backend`; the
+            ``[index]`` default) or ``"numba"`` (JIT-compiled scoring and top-k selection;
             ``[index] bm25_backend``). Same scores; passages with equal scores may come in another
             order. Measured by bench/scale.py (docs/bench/scale.md): p50 156 → 16 ms per query at
             5M passages, 4.1 → 0.36 ms at 100k, after a one-time compilation of 7–23 s.
@@ -247,7 +267,7 @@ class BM25Retriever:
                  backend: str = "numpy"):
         self.index_dir = Path(index_dir)
         self.mmap = mmap
-        self.backend = backend
+        self.backend = resolve_backend(backend, len(passage_ids))
         self.passage_ids = passage_ids
         self.cfg = cfg
         self._retriever = None
