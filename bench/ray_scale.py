@@ -11,8 +11,14 @@ from the shard manifest) and the driver's. Then ``--run-limit`` questions are an
 actors (:class:`preqrag.distributed.RayExecutor`; the default preset, hybrid, with SmolLM2
 answers of at most 32 tokens: ``RUN_OVERRIDES``) over the index built with W=1, and
 questions/hour recorded (model loading in the actors timed apart). With ``--index IDX`` no
-build runs: the run rows use IDX (e.g. the full bench index built by ``preqrag index --ray``,
-whose manifest's ``ray`` record holds that build's row). On a 2-core machine the workers share the cores: the point is
+build runs: the run rows use IDX. A build made by the CLI is recorded with ``--record-build``:
+
+    /usr/bin/time -v preqrag index --corpus C --index IDX --ray --shards 2 > M.json 2> T.log
+    python bench/ray_scale.py --record-build M.json --time-log T.log --label "..." -o docs/bench/ray.json
+
+(the manifest's ``ray`` record gives the shard rates, merge time and the workers' peak RSS; the
+``time -v`` log the wall time and the driver's peak RSS, merge included). OUT is merged into:
+a row replaces the row of the same kind, label and workers. On a 2-core machine the workers share the cores: the point is
 Ray's overhead, not a speed-up. The FineWeb-10BT estimate is arithmetic on the measured rate
 per worker (labelled so).
 """
@@ -46,14 +52,25 @@ def main(argv=None) -> int:
     ap.add_argument("--corpus", type=Path, default=None)
     ap.add_argument("--docs", type=int, default=400)
     ap.add_argument("--workers", default="1,2")
-    ap.add_argument("--questions", type=Path, required=True)
+    ap.add_argument("--questions", type=Path, default=None)
     ap.add_argument("--run-limit", type=int, default=24)
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--index", type=Path, default=None, help="an existing index for the run rows (no build rows)")
+    ap.add_argument("--record-build", type=Path, default=None, help="a `preqrag index --ray` manifest (its stdout)")
+    ap.add_argument("--time-log", type=Path, default=None, help="with --record-build: its `/usr/bin/time -v` log")
+    ap.add_argument("--label", default=None)
+    ap.add_argument("--build-command", default=None, help="with --record-build: the command that made the build")
     ap.add_argument("-o", "--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    if (args.corpus is None) == (args.index is None):
-        ap.error("give --corpus (build rows, then run rows on the W=1 build) or --index (run rows only)")
+    command = "python bench/ray_scale.py " + " ".join(placeholders(argv or sys.argv[1:]))
+    if args.record_build:
+        row = build_row_from_cli(args.record_build, args.time_log, args.label)
+        if args.build_command:
+            row["build_command"] = args.build_command
+        return save(args.out, [row], command)
+    if args.questions is None or (args.corpus is None) == (args.index is None):
+        ap.error("give --questions and --corpus (build rows, then run rows on the W=1 build) or --index (run rows "
+                 "only), or --record-build")
 
     import ray
 
@@ -77,7 +94,7 @@ def main(argv=None) -> int:
             ray.shutdown()
         first_index = first_index or idx
         r = m["ray"]
-        rows.append({"kind": "build", "workers": w, "documents": args.docs, "passages": m["n_passages"],
+        rows.append({"kind": "build", "label": args.label or f"first {args.docs} documents", "workers": w, "documents": args.docs, "passages": m["n_passages"],
                      "wall_s": round(wall, 2), "shard_phase_s": r["shard_phase_seconds"], "merge_s": r["merge_seconds"],
                      "passages_per_s_per_worker": [round(s["passages"] / s["seconds"], 2) for s in r["per_shard"]],
                      "worker_peak_rss_mb": [s["peak_rss_mb"] for s in r["per_shard"]],
@@ -96,28 +113,57 @@ def main(argv=None) -> int:
                 s = run_questions(None, args.questions, out, executor=ex, limit=args.run_limit)
         finally:
             ray.shutdown()
-        rows.append({"kind": "run", "workers": w, "questions": s.answered, "failed": s.failed,
+        rows.append({"kind": "run", "label": args.label or f"{first_index.name} index, hybrid, 32-token answers",
+                     "workers": w, "questions": s.answered, "failed": s.failed,
                      "actor_start_s": round(load, 2), "wall_s": round(s.wall_seconds, 2),
                      "questions_per_hour": round(3600 * s.answered / s.wall_seconds, 1)})
         print(json.dumps(rows[-1]), file=sys.stderr)
-    rates = [x for r in rows if r["kind"] == "build" for x in r["passages_per_s_per_worker"]]
-    rate = sum(rates) / len(rates) if rates else None
-    result = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine(),
-        "command": "python bench/ray_scale.py " + " ".join(placeholders(argv or sys.argv[1:])),
-        "rows": rows,
-    }
-    if rate:
-        result["fineweb_10bt_estimate"] = {
-            "label": "arithmetic on the measured mean rate per CPU worker, not a measurement",
+    return save(args.out, rows, command)
+
+
+def build_row_from_cli(manifest_path: Path, time_log: Path | None, label: str | None) -> dict:
+    """A build row from the stdout of ``preqrag index --ray`` (its manifest) and, when given,
+    the ``/usr/bin/time -v`` log of that command (wall time, the driver's peak RSS)."""
+    import re
+
+    m = json.loads(manifest_path.read_text())
+    r = m["ray"]
+    row = {"kind": "build", "label": label or "preqrag index --ray", "workers": r["shards"],
+           "documents": m["corpus"]["n_documents"], "passages": m["n_passages"],
+           "shard_phase_s": r["shard_phase_seconds"], "merge_s": r["merge_seconds"],
+           "passages_per_s_per_worker": [round(x["passages"] / x["seconds"], 2) for x in r["per_shard"]],
+           "worker_peak_rss_mb": [x["peak_rss_mb"] for x in r["per_shard"]]}
+    if time_log:
+        text = time_log.read_text()
+        wall = re.search(r"Elapsed \(wall clock\) time.*: (?:(\d+):)?(\d+):([\d.]+)", text)
+        h, mi, sec = wall.groups()
+        row["wall_s"] = round(int(h or 0) * 3600 + int(mi) * 60 + float(sec), 1)
+        row["driver_peak_rss_mb"] = round(int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+                                              .group(1)) / 1024, 1)
+    return row
+
+
+def save(out: Path, rows: list[dict], command: str) -> int:
+    """Merge ``rows`` into ``out`` (same kind, label and workers: replaced), stamp each with the
+    machine and date, recompute the FineWeb-10BT estimate from every build row's rates."""
+    data = json.loads(out.read_text()) if out.exists() else {"rows": [], "commands": []}
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    for row in rows:
+        row.update(machine=machine(), date=now, command=command)
+        key = (row["kind"], row["label"], row["workers"])
+        data["rows"] = [r for r in data["rows"] if (r["kind"], r["label"], r["workers"]) != key] + [row]
+    data["commands"] = sorted({r["command"] for r in data["rows"]})
+    rates = [x for r in data["rows"] if r["kind"] == "build" for x in r["passages_per_s_per_worker"]]
+    if rates:
+        rate = sum(rates) / len(rates)
+        data["fineweb_10bt_estimate"] = {
+            "label": "arithmetic on the measured mean rate per CPU worker (all build rows), not a measurement",
             "passages_per_s_per_worker": round(rate, 2),
             "days_for_40M_passages": {str(n): round(FINEWEB_PASSAGES / (rate * n) / 86400, 2) for n in (1, 8, 64, 256)},
         }
-    atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result, indent=2))
+    atomic_write_text(out, json.dumps(data, indent=2) + "\n")
+    print(json.dumps(data, indent=2))
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -248,7 +248,7 @@ def main(argv=None) -> int:
         {"_build": child_build, "_dense": child_dense, "_serve": child_serve}[sys.argv[1]](*sys.argv[2:])
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--source", required=True, help="an index directory: its passages are resampled")
+    ap.add_argument("--source", help="an index directory: its passages are resampled (required unless --markdown-only)")
     ap.add_argument("--questions", default=str(HERE.parent.parent.parent / "shared" / "liverag-bench" / "dev.jsonl"))
     ap.add_argument("--sizes", default="100000,1000000,5000000")
     ap.add_argument("--types", default="flat,hnsw,ivf-pq")
@@ -266,6 +266,8 @@ def main(argv=None) -> int:
         out = Path(args.out)
         write_markdown(json.loads(out.read_text()), out.with_suffix(".md"))
         return 0
+    if not args.source:
+        ap.error("--source is required")
 
     from preqrag.io import atomic_write_text, read_questions
 
@@ -381,7 +383,45 @@ def write_markdown(data: dict, path: Path) -> None:
         lines += ["", f"Flat index alone at 5M (final code, from the vector files): peak RSS {r['peak_rss_mb']} MB for a "
                   f"{r['index_gb']} GB index, {r['seconds']} s (`{r['command']}`). The 5M rows' build_peak_rss_mb "
                   f"({peak_5m:,.0f} MB) counts file pages the earlier code mapped for reading; docs/indexing.md explains."]
+    lines += _sibling_sections(Path(path).parent)
     atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def _sibling_sections(folder: Path) -> list[str]:
+    """Sections from the rows other bench scripts write beside scale.json: flat_peak.json
+    (bench/flat_peak.py) and ray.json (bench/ray_scale.py, plus the full bench corpus's Ray
+    build recorded from its manifest)."""
+    lines: list[str] = []
+    fp = folder / "flat_peak.json"
+    if fp.exists():
+        r = json.loads(fp.read_text())
+        lines += ["", f"Flat index from the vector files, streamed (`build_faiss`, the code `preqrag index` runs since "
+                  f"2026-11-24): {r['passages']:,} × {r['dim']} random unit vectors in {r['vector_files']:,} files of "
+                  f"{r['rows_per_file']:,} rows: peak RSS **{r['build_peak_rss_mb']:,} MB** for a "
+                  f"{r['index_bytes'] / 1e9:.2f} GB index, {r['build_seconds']} s; FAISS reads it back "
+                  f"({'ok' if r['check']['ok'] else 'FAILED'}). {describe(r['machine'])}, {r['date'][:10]} "
+                  f"(`{r['command']}`)."]
+    ray = folder / "ray.json"
+    if ray.exists():
+        d = json.loads(ray.read_text())
+        builds = [r for r in d["rows"] if r["kind"] == "build"]
+        runs = [r for r in d["rows"] if r["kind"] == "run"]
+        if builds:
+            lines += ["", "Ray builds (`preqrag index --ray`; 1 CPU per shard task; a shard's rate includes its chunking):", ""]
+            lines += md_table(builds, ["label", "workers", "documents", "passages", "wall_s", "shard_phase_s", "merge_s",
+                                       "passages_per_s_per_worker", "worker_peak_rss_mb", "driver_peak_rss_mb"])
+        if runs:
+            lines += ["", "`run --ray` (RayExecutor; the actors share the machine's cores: overhead, not speed-up):", ""]
+            lines += md_table(runs, ["label", "workers", "questions", "failed", "actor_start_s", "wall_s",
+                                     "questions_per_hour"])
+        est = d.get("fineweb_10bt_estimate")
+        if est:
+            days = ", ".join(f"{n} workers {v} days" for n, v in est["days_for_40M_passages"].items())
+            lines += ["", f"FineWeb-10BT (~40 M passages), {est['label']}: at {est['passages_per_s_per_worker']} "
+                      f"passages/s per CPU worker, {days}."]
+        commands = [r["build_command"] for r in builds if r.get("build_command")] + d.get("commands", [])
+        lines += ["", "Commands: " + "; ".join(f"`{c}`" for c in commands) + "."]
+    return lines
 
 
 if __name__ == "__main__":
