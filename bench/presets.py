@@ -41,7 +41,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
+from _common import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
@@ -66,6 +66,15 @@ def token_f1(prediction: str, reference: str) -> float:
         return 0.0
     precision, recall = same / len(p), same / len(r)
     return 2 * precision * recall / (precision + recall)
+
+
+def recorded_config(cfg) -> dict:
+    """``cfg`` as JSON for a row, with ``run.cache_dir`` written as the CACHE placeholder (as in
+    the command), so that docs/bench holds no machine paths."""
+    data = cfg.model_dump(mode="json")
+    if data["run"].get("cache_dir"):
+        data["run"]["cache_dir"] = PLACEHOLDERS["--cache-dir"]
+    return data
 
 
 def fallback_kind(fallback: str) -> str:
@@ -224,7 +233,7 @@ def main(argv=None) -> int:
                "seconds_per_question_by_stage": stage_means([t.seconds for t in traces]),
                "fallbacks": sum(bool(t.fallbacks) for t in traces), "failures": failures,
                "parse_fallbacks": counts.get("parse", {}), "fallbacks_by_kind": counts,
-               "config": cfg.model_dump(mode="json"), "command": command}
+               "config": recorded_config(cfg), "command": command}
         if not args.retrieval_only:
             by_id = {str(t.id): t for t in traces}
             ctx_hit, f1, rouge, cited, sentences, removed = [], [], [], 0, 0, 0
