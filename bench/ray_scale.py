@@ -10,7 +10,10 @@ the shard phase and merge seconds, each worker's peak RSS (``ru_maxrss`` of the 
 from the shard manifest) and the driver's. Then ``--run-limit`` questions are answered by W
 actors (:class:`preqrag.distributed.RayExecutor`; the default preset, hybrid, with SmolLM2
 answers of at most 32 tokens: ``RUN_OVERRIDES``) over the index built with W=1, and
-questions/hour recorded (model loading in the actors timed apart). With ``--index IDX`` no
+questions/hour recorded (model loading in the actors timed apart). A run entry of ``--workers``
+may be ``WxC``: W actors of C CPUs each (a local Ray with W·C CPUs; each actor's models then use C
+threads, :func:`preqrag.threads.cpu_threads`, recorded as ``threads_per_actor``; rows made before
+that sizing have none: their actors used the machine's cores), e.g. ``--workers 1,2,1x2``. With ``--index IDX`` no
 build runs: the run rows use IDX. A build made by the CLI is recorded with ``--record-build``:
 
     /usr/bin/time -v preqrag index --corpus C --index IDX --ray --shards 2 > M.json 2> T.log
@@ -18,7 +21,7 @@ build runs: the run rows use IDX. A build made by the CLI is recorded with ``--r
 
 (the manifest's ``ray`` record gives the shard rates, merge time and the workers' peak RSS; the
 ``time -v`` log the wall time and the driver's peak RSS, merge included). OUT is merged into:
-a row replaces the row of the same kind, label and workers. On a 2-core machine the workers share the cores: the point is
+a row replaces the row of the same kind, label, workers and CPUs per worker. On a 2-core machine the workers share the cores: the point is
 Ray's overhead, not a speed-up. The FineWeb-10BT estimate is arithmetic on the measured rate
 per worker (labelled so).
 """
@@ -82,7 +85,7 @@ def main(argv=None) -> int:
     cfg = load_config(None)
     rows, first_index = [], args.index
     corpus = None if args.index else corpus_head(args.corpus, args.docs, work / "corpus.jsonl")
-    for w in [] if args.index else [int(x) for x in args.workers.split(",")]:
+    for w in [] if args.index else sorted({run_spec(x)[0] for x in args.workers.split(",")}):
         idx = work / f"idx_w{w}"
         shutil.rmtree(idx, ignore_errors=True)
         ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
@@ -101,24 +104,35 @@ def main(argv=None) -> int:
                      "driver_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)})
         print(json.dumps(rows[-1]), file=sys.stderr)
     run_cfg = load_config(None, RUN_OVERRIDES)
-    for w in [int(x) for x in args.workers.split(",")]:
-        out = work / f"answers_w{w}.jsonl"
-        for f in work.glob(f"answers_w{w}*"):
+    for w, c in [run_spec(x) for x in args.workers.split(",")]:
+        out = work / f"answers_w{w}x{c}.jsonl"
+        for f in work.glob(f"answers_w{w}x{c}*"):
             f.unlink()
-        ray.init(num_cpus=w, include_dashboard=False, log_to_driver=False)
+        ray.init(num_cpus=w * c, include_dashboard=False, log_to_driver=False)
         try:
             t = time.perf_counter()
-            with RayExecutor(first_index, run_cfg, w) as ex:
+            with RayExecutor(first_index, run_cfg, w, cpus_per_worker=c) as ex:
                 load = time.perf_counter() - t
                 s = run_questions(None, args.questions, out, executor=ex, limit=args.run_limit)
         finally:
             ray.shutdown()
         rows.append({"kind": "run", "label": args.label or f"{first_index.name} index, hybrid, 32-token answers",
-                     "workers": w, "questions": s.answered, "failed": s.failed,
+                     "workers": w, "cpus_per_worker": c, "threads_per_actor": c, "questions": s.answered, "failed": s.failed,
                      "actor_start_s": round(load, 2), "wall_s": round(s.wall_seconds, 2),
                      "questions_per_hour": round(3600 * s.answered / s.wall_seconds, 1)})
         print(json.dumps(rows[-1]), file=sys.stderr)
     return save(args.out, rows, command)
+
+
+def run_spec(text: str) -> tuple[int, int]:
+    """``"W"`` → (W actors, 1 CPU each); ``"WxC"`` → (W, C)."""
+    w, _, c = text.strip().partition("x")
+    return int(w), int(c or 1)
+
+
+def _key(row: dict) -> tuple:
+    """Rows of the same kind, label, workers and CPUs per worker replace each other."""
+    return row["kind"], row["label"], row["workers"], row.get("cpus_per_worker", 1)
 
 
 def build_row_from_cli(manifest_path: Path, time_log: Path | None, label: str | None) -> dict:
@@ -144,14 +158,13 @@ def build_row_from_cli(manifest_path: Path, time_log: Path | None, label: str | 
 
 
 def save(out: Path, rows: list[dict], command: str) -> int:
-    """Merge ``rows`` into ``out`` (same kind, label and workers: replaced), stamp each with the
+    """Merge ``rows`` into ``out`` (same kind, label, workers and CPUs per worker: replaced), stamp each with the
     machine and date, recompute the FineWeb-10BT estimate from every build row's rates."""
     data = json.loads(out.read_text()) if out.exists() else {"rows": [], "commands": []}
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     for row in rows:
         row.update(machine=machine(), date=now, command=command)
-        key = (row["kind"], row["label"], row["workers"])
-        data["rows"] = [r for r in data["rows"] if (r["kind"], r["label"], r["workers"]) != key] + [row]
+        data["rows"] = [r for r in data["rows"] if _key(r) != _key(row)] + [row]
     data["commands"] = sorted({r["command"] for r in data["rows"]})
     rates = [x for r in data["rows"] if r["kind"] == "build" for x in r["passages_per_s_per_worker"]]
     if rates:

@@ -412,8 +412,11 @@ def _sibling_sections(folder: Path) -> list[str]:
                                        "passages_per_s_per_worker", "worker_peak_rss_mb", "driver_peak_rss_mb"])
         if runs:
             lines += ["", "`run --ray` (RayExecutor; the actors share the machine's cores: overhead, not speed-up):", ""]
-            lines += md_table(runs, ["label", "workers", "questions", "failed", "actor_start_s", "wall_s",
-                                     "questions_per_hour"])
+            runs = [{**r, "cpus_per_worker": r.get("cpus_per_worker", 1),
+                     "threads_per_actor": r.get("threads_per_actor", "machine's cores"),
+                     "simd": r.get("machine", {}).get("simd")} for r in runs]
+            lines += md_table(runs, ["label", "workers", "cpus_per_worker", "threads_per_actor", "questions", "failed",
+                                     "actor_start_s", "wall_s", "questions_per_hour", "simd"])
         est = d.get("fineweb_10bt_estimate")
         if est:
             days = ", ".join(f"{n} workers {v} days" for n, v in est["days_for_40M_passages"].items())

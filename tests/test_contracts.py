@@ -128,7 +128,8 @@ def test_bm25_filters_keep_only_the_allowed_passages(small_index, small_corpus, 
 # ------------------------------------------------------------------ the import graph
 LAYERS: list[tuple[str, ...]] = [
     # 0. records, contracts, configuration and its presets (data), text and file helpers
-    ("records", "stages", "config", "presets", "text", "timing", "io", "candidates", "cache", "onnx_runtime"),
+    ("records", "stages", "config", "presets", "text", "timing", "io", "candidates", "cache", "onnx_runtime",
+     "threads"),
     # 1. the component registry; models and stores: model resolution, LLM backends, encoders, cross-encoders, passages
     ("components", "model_install", "registry", "llm", "encoders", "passages", "chunking", "preflight"),
     # 2. indexes, retrievers, rerankers

@@ -210,7 +210,9 @@ class LLMConfig(_Section):
     n_ctx: int = Field(4096, ge=256, description=(
         "Context window in tokens: llama-cpp's context size; for openai, the served model's window "
         "that prompts are fitted to (over-long questions and passages are cut, recorded in the trace)."))
-    n_threads: int | None = Field(None, description="llama-cpp threads; null = all cores.")
+    n_threads: int | None = Field(None, description=(
+        "llama-cpp threads; null = the CPUs this process may use (OMP_NUM_THREADS, e.g. a Ray actor's "
+        "num_cpus, else its CPU affinity)."))
     base_url: str | None = Field(None, description="openai: server URL, e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
     timeout_s: float = Field(120.0, gt=0)

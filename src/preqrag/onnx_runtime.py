@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import numpy as np
+
+from .threads import cpu_threads
 
 
 def load_session_and_tokenizer(model_dir: str | Path, max_length: int):
@@ -26,7 +27,7 @@ def load_session_and_tokenizer(model_dir: str | Path, max_length: int):
         raise ImportError('ONNX models need: pip install onnxruntime tokenizers') from e
     model_dir = Path(model_dir)
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = os.cpu_count() or 1
+    opts.intra_op_num_threads = cpu_threads()  # a Ray actor's share, not the machine's cores
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     session = ort.InferenceSession(str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
     tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))

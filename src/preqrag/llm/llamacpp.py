@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import threading
 
 from ..config import LLMConfig
 from ..registry import resolve
 from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, chat_each
+from ..threads import cpu_threads
 from ..timing import model_time
 from .structured import grammar_text, schema_key
 
@@ -47,7 +47,7 @@ class LlamaCppLLM:
                     raise ImportError("llama-cpp-python is needed: run ./install.sh (a portable build of "
                                       "llama-cpp-python==0.3.36)") from e
                 model = resolve(self.cfg.model)
-                kwargs = dict(n_ctx=self.cfg.n_ctx, n_threads=self.cfg.n_threads or os.cpu_count(),
+                kwargs = dict(n_ctx=self.cfg.n_ctx, n_threads=self.cfg.n_threads or cpu_threads(),
                               flash_attn=True, verbose=False, seed=0)
                 if model.format == "gguf":
                     self._llm = Llama(model_path=model.location, **kwargs)
