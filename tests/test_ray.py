@@ -157,7 +157,11 @@ def test_run_on_ray_actors_answers_each_id_once_as_a_local_run(cluster, small_in
 
     cfg, local = local_answers
     out = tmp_path / "answers.jsonl"
-    with RayExecutor(small_index, cfg, 2) as ex:
+    from preqrag.distributed import actor_cpus
+
+    assert actor_cpus(ray, 1) == 1.0  # an equal share (2 CPUs), capped by the largest node's (1)
+    with RayExecutor(small_index, cfg, 2, cpus_per_worker=None) as ex:  # CPUs per actor as the CLI sizes them
+        assert ex.cpus == 1.0 and ray.get([a.threads.remote() for a in ex.actors]) == [1, 1]  # no oversubscription
         summary = run_questions(None, small_corpus[1], out, executor=ex)
         assert len(set(ex.pids.values())) == 2
     got = _answers(out)

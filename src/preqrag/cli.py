@@ -257,7 +257,10 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
             "pip install \"preqrag\\[ray]\"; the index must be at the same path on every node.")),
         ray_address: Optional[str] = typer.Option(None, "--ray-address", help=(
             "With --ray: the cluster (auto, host:6379, ray://host:10001).")),
-        workers: int = typer.Option(1, "--workers", min=1, help="With --ray: number of actors (pipelines).")):
+        workers: int = typer.Option(1, "--workers", min=1, help="With --ray: number of actors (pipelines)."),
+        cpus_per_worker: Optional[float] = typer.Option(None, "--cpus-per-worker", min=0.01, help=(
+            "With --ray: CPUs each actor asks for; its models use that many threads. Default: an equal "
+            "share of the cluster's CPUs (at most the largest node's)."))):
     """Answer a question file; re-running resumes and retries failed questions."""
     from datetime import datetime, timezone
 
@@ -284,15 +287,15 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
     if due is not None and due.at <= datetime.now(timezone.utc):
         err.print(f"[yellow]the deadline {due.at.isoformat(timespec='seconds')} has passed:[/yellow] "
                   "every remaining question is answered extractively (no LLM)")
-    if (ray_address is not None or workers != 1) and not ray:
-        err.print("[red]error:[/red] --ray-address and --workers need --ray")
+    if (ray_address is not None or workers != 1 or cpus_per_worker is not None) and not ray:
+        err.print("[red]error:[/red] --ray-address, --workers and --cpus-per-worker need --ray")
         raise typer.Exit(2)
     executor = None
     if ray:
         from .distributed import RayExecutor
 
         _require_models(cfg)
-        executor = RayExecutor(index_dir, cfg, workers, address=ray_address,
+        executor = RayExecutor(index_dir, cfg, workers, address=ray_address, cpus_per_worker=cpus_per_worker,
                                deadline_ts=due.at.timestamp() if due is not None else None)
         try:
             executor.__enter__()  # every actor has loaded its pipeline, or the error is here

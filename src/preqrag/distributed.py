@@ -160,6 +160,16 @@ def build_index_ray(corpus: str | Path, index_dir: str | Path, cfg: PipelineConf
 
 
 # ---------------------------------------------------------------------- runs: preqrag run --ray
+def actor_cpus(ray, workers: int) -> float:
+    """CPUs for each of ``workers`` actors when none are given: an equal share of the cluster's
+    CPUs (rounded down, at least 1), capped by the largest live node's CPUs so that an actor can
+    be placed. On one 2-core machine: 1 actor → 2 CPUs, 2 actors → 1 each. Each actor's models
+    then use that many threads (:func:`preqrag.threads.cpu_threads`)."""
+    total = ray.cluster_resources().get("CPU", 1.0)
+    largest = max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")), default=total)
+    return float(max(1, min(int(largest), int(total // workers))))
+
+
 class _PipelineActor:
     """One pipeline in a Ray actor process: the models load once, in ``__init__``; then
     :meth:`answer` takes batch after batch (Ray runs an actor's calls one at a time)."""
@@ -176,6 +186,13 @@ class _PipelineActor:
         import os
 
         return os.getpid()
+
+    def threads(self) -> int:
+        """Threads this actor's models use (:func:`preqrag.threads.cpu_threads`: Ray exports
+        ``OMP_NUM_THREADS`` = the actor's CPUs, rounded down, at least 1)."""
+        from .threads import cpu_threads
+
+        return cpu_threads()
 
     def answer(self, batch: list, remaining: int) -> tuple[list, dict]:
         """``(outcomes, info)`` for one batch; with a deadline, at the level this actor's own
@@ -227,7 +244,11 @@ class RayExecutor:
         cfg: the configuration (shipped to each actor).
         workers: number of actors.
         address: a running cluster, or None for a local Ray started for the run.
-        cpus_per_worker: CPUs each actor asks for (default 1); ``gpus_per_worker`` likewise.
+        cpus_per_worker: CPUs each actor asks for (default 1); None: :func:`actor_cpus`, an equal
+            share of the cluster (what ``preqrag run --ray`` uses unless ``--cpus-per-worker``).
+            Ray exports ``OMP_NUM_THREADS`` = ⌊CPUs⌋ to each actor and its models size their thread
+            pools by it (:func:`preqrag.threads.cpu_threads`), so actors on one node do not
+            oversubscribe its cores. ``gpus_per_worker`` likewise.
         deadline_ts: the run's deadline (epoch seconds), or None.
 
     Attributes:
@@ -238,7 +259,7 @@ class RayExecutor:
     """
 
     def __init__(self, index_dir: str | Path | None, cfg: PipelineConfig, workers: int, *,
-                 address: str | None = None, cpus_per_worker: float = 1.0, gpus_per_worker: float = 0.0,
+                 address: str | None = None, cpus_per_worker: float | None = 1.0, gpus_per_worker: float = 0.0,
                  deadline_ts: float | None = None):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
@@ -259,6 +280,8 @@ class RayExecutor:
         self._ctx = connected(self.address)
         ray = self._ctx.__enter__()
         self._ray = ray
+        if self.cpus is None:
+            self.cpus = actor_cpus(ray, self.workers)
         cls = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(_PipelineActor)
         self.actors = [cls.remote(self.index_dir, self.cfg, self.deadline_ts) for _ in range(self.workers)]
         try:
