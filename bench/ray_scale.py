@@ -12,8 +12,8 @@ actors (:class:`preqrag.distributed.RayExecutor`; the default preset, hybrid, wi
 answers of at most 32 tokens: ``RUN_OVERRIDES``) over the index built with W=1, and
 questions/hour recorded (model loading in the actors timed apart). A run entry of ``--workers``
 may be ``WxC``: W actors of C CPUs each (a local Ray with W·C CPUs; each actor's models then use C
-threads, :func:`preqrag.threads.cpu_threads`, recorded as ``threads_per_actor``; rows made before
-that sizing have none: their actors used the machine's cores), e.g. ``--workers 1,2,1x2``. With ``--index IDX`` no
+threads, :func:`preqrag.threads.cpu_threads`, recorded as ``threads_per_actor`` as an actor reports it;
+code before that sizing used the machine's cores), e.g. ``--workers 1,2,1x2``. With ``--index IDX`` no
 build runs: the run rows use IDX. A build made by the CLI is recorded with ``--record-build``:
 
     /usr/bin/time -v preqrag index --corpus C --index IDX --ray --shards 2 > M.json 2> T.log
@@ -113,11 +113,15 @@ def main(argv=None) -> int:
             t = time.perf_counter()
             with RayExecutor(first_index, run_cfg, w, cpus_per_worker=c) as ex:
                 load = time.perf_counter() - t
+                try:  # what the actors' models use; code before preqrag.threads sized them by the machine
+                    threads = ray.get(ex.actors[0].threads.remote())
+                except AttributeError:
+                    threads = "machine's cores"
                 s = run_questions(None, args.questions, out, executor=ex, limit=args.run_limit)
         finally:
             ray.shutdown()
         rows.append({"kind": "run", "label": args.label or f"{first_index.name} index, hybrid, 32-token answers",
-                     "workers": w, "cpus_per_worker": c, "threads_per_actor": c, "questions": s.answered, "failed": s.failed,
+                     "workers": w, "cpus_per_worker": c, "threads_per_actor": threads, "questions": s.answered, "failed": s.failed,
                      "actor_start_s": round(load, 2), "wall_s": round(s.wall_seconds, 2),
                      "questions_per_hour": round(3600 * s.answered / s.wall_seconds, 1)})
         print(json.dumps(rows[-1]), file=sys.stderr)
