@@ -139,9 +139,13 @@ def local_answers(small_index, small_corpus, tmp_path_factory):
 
     cfg = load_config(None, RUN_OVERRIDES)
     out = tmp_path_factory.mktemp("local_run") / "answers.jsonl"
-    pipeline = Pipeline.from_config(small_index, cfg)
-    pipeline.warm_up()
-    summary = run_questions(pipeline, small_corpus[1], out)
+    # The reference runs with the actors' threads (1 CPU each on the test cluster): llama.cpp's greedy tokens
+    # depend on its thread count (its sums are split differently), so 2 threads here could answer otherwise.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OMP_NUM_THREADS", "1")
+        pipeline = Pipeline.from_config(small_index, cfg)
+        pipeline.warm_up()
+        summary = run_questions(pipeline, small_corpus[1], out)
     assert summary.failed == 0
     return cfg, {r["id"]: r for r in map(json.loads, out.read_text().splitlines())}
 
