@@ -170,14 +170,19 @@ def save(out: Path, rows: list[dict], command: str) -> int:
         row.update(machine=machine(), date=now, command=command)
         data["rows"] = [r for r in data["rows"] if _key(r) != _key(row)] + [row]
     data["commands"] = sorted({r["command"] for r in data["rows"]})
-    rates = [x for r in data["rows"] if r["kind"] == "build" for x in r["passages_per_s_per_worker"]]
-    if rates:
-        rate = sum(rates) / len(rates)
-        data["fineweb_10bt_estimate"] = {
-            "label": "arithmetic on the measured mean rate per CPU worker (all build rows), not a measurement",
-            "passages_per_s_per_worker": round(rate, 2),
-            "days_for_40M_passages": {str(n): round(FINEWEB_PASSAGES / (rate * n) / 86400, 2) for n in (1, 8, 64, 256)},
-        }
+    # one estimate per SIMD level: MiniLM's CPU rate differs by about 2x between a CPU with native bf16
+    # (AVX-512 zen4, autocast) and an AVX2 one (fp32), so a mean over both would describe neither
+    by_simd: dict[str, list[float]] = {}
+    for r in data["rows"]:
+        if r["kind"] == "build":
+            by_simd.setdefault(r.get("machine", {}).get("simd") or "unknown", []).extend(r["passages_per_s_per_worker"])
+    data["fineweb_10bt_estimate"] = [
+        {"label": "arithmetic on the measured mean rate per CPU worker (build rows of this SIMD level), "
+                  "not a measurement",
+         "simd": simd, "passages_per_s_per_worker": round(sum(rates) / len(rates), 2),
+         "days_for_40M_passages": {str(n): round(FINEWEB_PASSAGES / (sum(rates) / len(rates) * n) / 86400, 2)
+                                   for n in (1, 8, 64, 256)}}
+        for simd, rates in sorted(by_simd.items())]
     atomic_write_text(out, json.dumps(data, indent=2) + "\n")
     print(json.dumps(data, indent=2))
     return 0

@@ -408,8 +408,9 @@ def _sibling_sections(folder: Path) -> list[str]:
         runs = [r for r in d["rows"] if r["kind"] == "run"]
         if builds:
             lines += ["", "Ray builds (`preqrag index --ray`; 1 CPU per shard task; a shard's rate includes its chunking):", ""]
+            builds = [{**r, "simd": r.get("machine", {}).get("simd")} for r in builds]
             lines += md_table(builds, ["label", "workers", "documents", "passages", "wall_s", "shard_phase_s", "merge_s",
-                                       "passages_per_s_per_worker", "worker_peak_rss_mb", "driver_peak_rss_mb"])
+                                       "passages_per_s_per_worker", "worker_peak_rss_mb", "driver_peak_rss_mb", "simd"])
         if runs:
             lines += ["", "`run --ray` (RayExecutor; the actors share the machine's cores: overhead, not speed-up):", ""]
             runs = [{**r, "cpus_per_worker": r.get("cpus_per_worker", 1),
@@ -417,10 +418,11 @@ def _sibling_sections(folder: Path) -> list[str]:
                      "simd": r.get("machine", {}).get("simd")} for r in runs]
             lines += md_table(runs, ["label", "workers", "cpus_per_worker", "threads_per_actor", "questions", "failed",
                                      "actor_start_s", "wall_s", "questions_per_hour", "simd"])
-        est = d.get("fineweb_10bt_estimate")
-        if est:
+        ests = d.get("fineweb_10bt_estimate") or []
+        for est in [ests] if isinstance(ests, dict) else ests:  # one dict in files written before 2026-11-25
             days = ", ".join(f"{n} workers {v} days" for n, v in est["days_for_40M_passages"].items())
-            lines += ["", f"FineWeb-10BT (~40 M passages), {est['label']}: at {est['passages_per_s_per_worker']} "
+            simd = f" on {est['simd']}" if est.get("simd") else ""
+            lines += ["", f"FineWeb-10BT (~40 M passages){simd}, {est['label']}: at {est['passages_per_s_per_worker']} "
                       f"passages/s per CPU worker, {days}."]
         commands = [r["build_command"] for r in builds if r.get("build_command")] + d.get("commands", [])
         lines += ["", "Commands: " + "; ".join(f"`{c}`" for c in commands) + "."]
