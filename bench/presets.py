@@ -273,6 +273,40 @@ def _parse_cell(r: dict) -> str:
     return "0" if not any(pf.values()) else ", ".join(f"{k} {v}" for k, v in pf.items() if v)
 
 
+def coverage_lines(rows: list[dict]) -> list[str]:
+    """Markdown: for each (preset, LLM), the largest question set measured with retrieval columns and
+    the largest with answer columns, with that row's headline figures (multi recall@10, token F1)
+    and machine: what the ladder covers and what it lacks at a glance (issue 22 asks for >= 200
+    questions per preset and LLM). Heads of one fixed-seed sample are nested, so a row on more
+    questions supersedes the smaller ones for coverage, not for comparison with other rows."""
+    best: dict[tuple[str, str], dict[str, dict]] = {}
+    for r in rows:
+        if r["name"] == "llm-classifier":
+            continue
+        slot = best.setdefault((r["name"], r.get("llm") or ""), {})
+        for kind, ok in (("retrieval", r.get("multi_recall@10") is not None), ("answers", r.get("answer_token_f1") is not None)):
+            if ok and r["n_questions"] >= slot.get(kind, {}).get("n_questions", 0):
+                slot[kind] = r
+
+    def cell(r: dict | None, col: str) -> str:
+        if r is None:
+            return "–"
+        where = re.search(r"\(([^)]*)\)", r.get("machine", ""))
+        return f"{r['n_questions']} q: {r[col]:.3f} ({where.group(1) if where else 'earlier'})"
+
+    presets = sorted({name for name, _ in best})
+    for llm in {llm for _, llm in best}:  # every preset with every LLM seen: the gaps show as "–"
+        for name in presets:
+            best.setdefault((name, llm), {})
+    lines = ["", "Coverage: for each preset and LLM, the largest question set measured (same fixed-seed sample, "
+             "nested heads), with its multi recall@10 (retrieval) and token F1 (answers); – not measured:", "",
+             "| preset | llm | retrieval: multi recall@10 | answers: token F1 |", "|---|---|---|---|"]
+    for (name, llm), slot in sorted(best.items()):
+        lines.append(f"| {name} | {llm} | {cell(slot.get('retrieval'), 'multi_recall@10')} | "
+                     f"{cell(slot.get('answers'), 'answer_token_f1')} |")
+    return lines
+
+
 def write_markdown(data: dict, path: Path) -> None:
     cols = ["single_hit@1", "single_hit@10", "single_mrr@10", "multi_recall@10", "context_hit",
             "answer_token_f1", "answer_rougeL", "cited_sentence_share", "seconds_per_question"]
@@ -292,6 +326,7 @@ def write_markdown(data: dict, path: Path) -> None:
         where = re.search(r"\(([^)]*)\)", r.get("machine", ""))
         lines.append("| " + " | ".join([r["name"], r["label"]] + llm + vals + extra
                                        + [where.group(1) if where else "earlier"]) + " |")
+    lines += coverage_lines(data["rows"])
     classifier = [r for r in data["rows"] if r["name"] == "llm-classifier"]
     if classifier:
         lines += ["", "LLM classifier (`classifier.name = \"llm\"`), gold single = one gold document:", "",
