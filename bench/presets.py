@@ -273,6 +273,13 @@ def _parse_cell(r: dict) -> str:
     return "0" if not any(pf.values()) else ", ".join(f"{k} {v}" for k, v in pf.items() if v)
 
 
+def _machine_cell(r: dict) -> str:
+    """The SIMD level from a row's machine description ("AMD EPYC (AVX2), ..."), or "earlier" for rows
+    recorded before rows carried their machine."""
+    where = re.search(r"\(([^)]*)\)", r.get("machine", ""))
+    return where.group(1) if where else "earlier"
+
+
 def coverage_lines(rows: list[dict]) -> list[str]:
     """Markdown: for each (preset, LLM), the largest question set measured with retrieval columns and
     the largest with answer columns, with that row's headline figures (multi recall@10, token F1)
@@ -291,8 +298,7 @@ def coverage_lines(rows: list[dict]) -> list[str]:
     def cell(r: dict | None, col: str) -> str:
         if r is None:
             return "–"
-        where = re.search(r"\(([^)]*)\)", r.get("machine", ""))
-        return f"{r['n_questions']} q: {r[col]:.3f} ({where.group(1) if where else 'earlier'})"
+        return f"{r['n_questions']} q: {r[col]:.3f} ({_machine_cell(r)})"
 
     presets = sorted({name for name, _ in best})
     for llm in {llm for _, llm in best}:  # every preset with every LLM seen: the gaps show as "–"
@@ -323,9 +329,7 @@ def write_markdown(data: dict, path: Path) -> None:
         vals = ["" if r.get(c) is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])) for c in cols]
         llm = [r.get("llm", "")] if with_llm else []
         extra = [_parse_cell(r)] if with_llm else []
-        where = re.search(r"\(([^)]*)\)", r.get("machine", ""))
-        lines.append("| " + " | ".join([r["name"], r["label"]] + llm + vals + extra
-                                       + [where.group(1) if where else "earlier"]) + " |")
+        lines.append("| " + " | ".join([r["name"], r["label"]] + llm + vals + extra + [_machine_cell(r)]) + " |")
     lines += coverage_lines(data["rows"])
     classifier = [r for r in data["rows"] if r["name"] == "llm-classifier"]
     if classifier:

@@ -176,13 +176,14 @@ def save(out: Path, rows: list[dict], command: str) -> int:
     for r in data["rows"]:
         if r["kind"] == "build":
             by_simd.setdefault(r.get("machine", {}).get("simd") or "unknown", []).extend(r["passages_per_s_per_worker"])
-    data["fineweb_10bt_estimate"] = [
-        {"label": "arithmetic on the measured mean rate per CPU worker (build rows of this SIMD level), "
-                  "not a measurement",
-         "simd": simd, "passages_per_s_per_worker": round(sum(rates) / len(rates), 2),
-         "days_for_40M_passages": {str(n): round(FINEWEB_PASSAGES / (sum(rates) / len(rates) * n) / 86400, 2)
-                                   for n in (1, 8, 64, 256)}}
-        for simd, rates in sorted(by_simd.items())]
+    data["fineweb_10bt_estimate"] = []
+    for simd, rates in sorted(by_simd.items()):
+        rate = sum(rates) / len(rates)
+        data["fineweb_10bt_estimate"].append({
+            "label": "arithmetic on the measured mean rate per CPU worker (build rows of this SIMD level), not a measurement",
+            "simd": simd, "passages_per_s_per_worker": round(rate, 2),
+            "days_for_40M_passages": {str(n): round(FINEWEB_PASSAGES / (rate * n) / 86400, 2) for n in (1, 8, 64, 256)},
+        })
     atomic_write_text(out, json.dumps(data, indent=2) + "\n")
     print(json.dumps(data, indent=2))
     return 0

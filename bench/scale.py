@@ -418,8 +418,7 @@ def _sibling_sections(folder: Path) -> list[str]:
                      "simd": r.get("machine", {}).get("simd")} for r in runs]
             lines += md_table(runs, ["label", "workers", "cpus_per_worker", "threads_per_actor", "questions", "failed",
                                      "actor_start_s", "wall_s", "questions_per_hour", "simd"])
-        ests = d.get("fineweb_10bt_estimate") or []
-        for est in [ests] if isinstance(ests, dict) else ests:  # one dict in files written before 2026-11-25
+        for est in d.get("fineweb_10bt_estimate", []):
             days = ", ".join(f"{n} workers {v} days" for n, v in est["days_for_40M_passages"].items())
             simd = f" on {est['simd']}" if est.get("simd") else ""
             lines += ["", f"FineWeb-10BT (~40 M passages){simd}, {est['label']}: at {est['passages_per_s_per_worker']} "
