@@ -232,3 +232,35 @@ def test_degenerate_answers_detected_and_repaired():
                     "molten pool. This is a crucial step.") and why.endswith("repeats removed")
     text, why = repair_answer("what protects wood?", "1. 1. 2. 3.", ["Oil protects wood. Cats sleep."])
     assert text == "Oil protects wood. Cats sleep." and why.endswith("extractive answer from passage [1] used")
+
+
+RUDY = ("Chairman and Presidents of all Major Labels have been quoted saying: “Rudy’s got this bicultural "
+        "understanding of the music” ” It’s not about language, it’s about culture, and Rudy seems to understand "
+        "that very, very well”. He has his thumb on the pulse of the Latin movement. Mauricio Abaroa former SVP and "
+        "Executive Director of the Latin Academy of Recording Arts and Sciences, says: “If we analyze the work he’s "
+        "done in the past years, we find the songs and productions that are the most representative of the "
+        "contemporary Latin music movement” Music Executive and Producer Ron Fair, former President of A&M Geffen "
+        "Records says about Rudy’s work with Christina Aguilera: “From a creative standpoint and from a musical "
+        "standpoint, Rudy Perez was the best possible Songwriter/Producer to bring Christina into the Spanish "
+        "language world”. Music Moguls like Simon Cowell call upon Rudy to work with his biggest artists like IL Divo.")
+
+
+def test_nugget_reply_with_typographic_quotes_closes_inside_its_budget(smollm2):
+    """A bench corpus passage full of curly quotes (dev question on Rudy Pérez): its nugget reply
+    ran out of budget mid-excerpt when the grammar spelled “ as a \\u201c escape (3 of 50 GINGER
+    questions, issue 22). The grammar now keeps non-ASCII raw and the budget bounds odd token
+    choices, so the constrained reply closes (parses) and every kept excerpt is verbatim."""
+    from preqrag.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, nugget_schema, parse_nugget_reply
+
+    q = "Which Latin music figure has more Grammy awards - Intocable or Rudy Pérez?"
+    schema, budget = nugget_schema(RUDY, smollm2.count_tokens, 512)  # [ginger] nugget_max_new_tokens
+    grammar = grammar_text(schema)
+    assert "“" in grammar and "\\u201c" not in grammar
+    reply = smollm2.chat([{"role": "system", "content": NUGGET_SYSTEM},
+                          {"role": "user", "content": NUGGET_USER.format(query=q, passage=RUDY) + NUGGET_FORMAT}],
+                         max_tokens=budget, schema=schema)
+    assert isinstance(json.loads(reply)["nuggets"], list), reply  # closed: no parse fallback
+    nuggets, rejected = parse_nugget_reply(reply, RUDY, 0)
+    # what parses may still make little sense (a repeated excerpt is dropped as a duplicate)
+    assert nuggets and set(rejected) <= {"duplicate"}, (reply, rejected)
+    assert all(RUDY[n.start:n.end] == n.text for n in nuggets)

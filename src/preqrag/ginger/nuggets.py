@@ -179,12 +179,13 @@ def nugget_schema(passage: str, count=None, max_tokens: int | None = None) -> tu
     Returns:
         ``(schema, budget)``, or None for a passage with no sentence (or none that fits).
     """
-    from ..llm.structured import string_list_field
+    from ..llm.structured import json_string_token_bound, string_list_field
 
     count = count or (lambda text: (len(text) + 2) // 3)
     limit = max_tokens if max_tokens is not None else 1 << 30
-    # an excerpt costs the tokens of its JSON form (quotes, newlines and non-ASCII letters escaped)
-    cost = {e: count(json.dumps(e)) for e in candidate_excerpts(passage)}
+    # an excerpt costs at most the tokens of its JSON form as the grammar spells it (quotes and
+    # newlines escaped, non-ASCII letters raw), with room for a model's odd token choices
+    cost = {e: json_string_token_bound(e, count) for e in candidate_excerpts(passage)}
     excerpts = [e for e, n in cost.items() if n + 2 * NUGGET_ITEM_TOKENS <= limit]
     if not excerpts:
         return None
