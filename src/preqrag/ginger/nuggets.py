@@ -15,7 +15,6 @@ fallback; extractive, so still verbatim).
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 

@@ -74,11 +74,17 @@ def _gbnf_literal(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
+def _enum_spelling(value: str) -> str:
+    """How an ``enum`` string is spelled in the grammar and so in the reply: its JSON form with
+    quotes, backslashes and control characters escaped and non-ASCII characters raw."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def json_string_token_bound(text: str, count) -> int:
     """An upper bound on the reply tokens a grammar-constrained model may spend writing ``text``
     as a JSON string (with its quotes), as the grammar of an ``enum`` holding it spells it.
 
-    ``count(json.dumps(text, ensure_ascii=False))`` is the tokenizer's own (shortest-ish) split;
+    ``count`` of that spelling is the tokenizer's own (shortest-ish) split;
     under a grammar a small model may pick other tokens, so each escape adds one token (``\\``
     and the escaped character apart) and each non-ASCII character its UTF-8 bytes (byte-level
     tokens). Budgets built on the bare count ran out mid-string on passages with typographic
@@ -87,8 +93,11 @@ def json_string_token_bound(text: str, count) -> int:
     Args:
         text: the string value.
         count: a token counter (``str -> int``) of the model that writes it.
+
+    Returns:
+        The bound in tokens (int, at least ``count`` of the spelling).
     """
-    s = json.dumps(text, ensure_ascii=False)
+    s = _enum_spelling(text)
     return count(s) + s.count("\\") + sum(len(ch.encode("utf-8")) for ch in s if ord(ch) > 127)
 
 
@@ -135,7 +144,7 @@ def grammar_text(schema: OutputSchema) -> str:
         # character in an enum value would break the grammar or let it emit invalid JSON. Non-ASCII
         # characters stay raw (valid JSON): a ``\\u201c`` escape costs a small model up to six
         # tokens, and such replies ran past their budget (3 of 50 GINGER questions, issue 22)
-        text = text.replace(f'"\\"{key}\\""', _gbnf_literal(json.dumps(value, ensure_ascii=False)))
+        text = text.replace(f'"\\"{key}\\""', _gbnf_literal(_enum_spelling(value)))
     text = re.sub(r"(?m)^space ::= .*$", JSON_SPACE_RULE, text)
     # JSON forbids raw control characters inside strings; the converter's char rule allows them
     # (a small model then writes a raw tab or newline that json.loads rejects)
