@@ -45,7 +45,14 @@ class EmbedderConfig(_Section):
         "Model name; see preqrag.registry. Default chosen by measurement (docs/models.md): "
         "2.6x the passages/s (1.3x the tokens/s) of BAAI/bge-small-en-v1.5 int8 on 2 CPU cores. The paper used "
         "intfloat/e5-base-v2, usable here by name with internet access."))
-    batch_size: int = Field(32, ge=1)
+    batch_size: int = Field(32, ge=1, description=(
+        "Texts per forward pass. 32 suits CPUs; on a GPU larger batches keep it busy (docs/indexing.md, "
+        "'Encoding on one GPU', has the measured rates by batch size)."))
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$", description=(
+        "Where sentence-transformers embedders run: 'auto' (default: the first CUDA device when torch sees "
+        "one, else the CPU), 'cpu', 'cuda' or 'cuda:N'. On CUDA the model runs in float16 (see "
+        "preqrag.encoders.sentence_transformers). ONNX and WordLlama embedders run on the CPU: 'cuda' is an "
+        "error for them."))
     query_prefix: str = Field("", description="Prepended to queries (e5: 'query: ').")
     passage_prefix: str = Field("", description="Prepended to passages (e5: 'passage: ').")
 

@@ -15,11 +15,18 @@ from ..stages import Encoder
 def load_encoder(cfg: EmbedderConfig, cache_dir: str | None = None) -> Encoder:
     """Build the encoder named by ``cfg.name`` (no weights are loaded until first use).
 
+    Raises:
+        ValueError: ``cfg.device`` names CUDA for an ONNX or WordLlama model (CPU-only backends).
+        RuntimeError: ``cfg.device`` names CUDA and torch sees none (see ``resolve_device``).
+
     Args:
         cache_dir: when set, query embeddings are cached there (:class:`CachedEncoder`).
     """
     model = resolve(cfg.name)
     encoder: Encoder
+    if model.format in ("wordllama", "onnx") and cfg.device.startswith("cuda"):
+        raise ValueError(f"[embedder] device = {cfg.device!r}: {cfg.name!r} is a {model.format} model, which runs on "
+                         "the CPU only; use a sentence-transformers model for GPU encoding, or device = 'auto'")
     if model.format == "wordllama":
         from .wordllama import WordLlamaEncoder
 
@@ -33,7 +40,7 @@ def load_encoder(cfg: EmbedderConfig, cache_dir: str | None = None) -> Encoder:
         from .sentence_transformers import SentenceTransformerEncoder
 
         encoder = SentenceTransformerEncoder(model.location, name=cfg.name, query_prefix=cfg.query_prefix,
-                                             passage_prefix=cfg.passage_prefix)
+                                             passage_prefix=cfg.passage_prefix, device=cfg.device)
     if cache_dir:
         from .cache import CachedEncoder
 
