@@ -1,7 +1,7 @@
 """Approximate dense indexes against exact search on real passage vectors (issue 11 §3).
 
     python bench/ann.py --index IDX --questions ../shared/liverag-bench/dev.jsonl --sample 500 \\
-        [--types flat,hnsw,ivf-sq8,ivf-pq] [-o docs/bench/ann.json]
+        [--types flat,hnsw,ivf-sq8,ivf-pq,ivf-pq+rflat] [--sweep] [-o docs/bench/ann.json]
 
 ``IDX`` is an index built with the default flat dense index; its vectors are read back
 (``reconstruct_n``) and each type of :class:`preqrag.config.IndexConfig` is built from them with
@@ -12,7 +12,11 @@ flat (share of the exact top-10 passages found, averaged over questions), dense-
 at document level on the sample (single hit@10 / MRR@10, multi recall@10; the ladder's
 definitions, :func:`bench._common.final_retrieval_columns`), and search latency p50 / p95 in
 ms for batches of 1 and of 16 queries (query encoding excluded; ``faiss.omp_set_num_threads``
-left at the machine's default).
+left at the machine's default). A type ``T+rflat`` is ``T`` with ``refine = "flat"``.
+
+``--sweep``: per type, also the search-time setting at other values (HNSW ``hnsw_ef_search``, IVF
+``ivf_nprobe``: :data:`SWEEP`), one row each with recall@10 against flat and batch-1 latency, so
+the settings that reach a recall target can be read off (issue 24: recall@10 >= 0.95 at p50 <= 10 ms).
 """
 
 from __future__ import annotations
@@ -37,6 +41,17 @@ from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 from preqrag.retrieval.dense import DenseRetriever, build_faiss  # noqa: E402
 
 
+SWEEP = {"hnsw": ("hnsw_ef_search", (16, 32, 64, 256, 512)), "ivf-sq8": ("ivf_nprobe", (8, 16, 64, 128, 256)),
+         "ivf-pq": ("ivf_nprobe", (8, 16, 64, 128, 256))}
+"""Values measured by ``--sweep`` besides the default (hnsw_ef_search 128, ivf_nprobe 32)."""
+
+
+def type_config(kind: str) -> IndexConfig:
+    """``flat``, ``hnsw``, ``ivf-sq8``, ``ivf-pq`` or an IVF type with ``+rflat`` (``refine = "flat"``)."""
+    base, _, refine = kind.partition("+")
+    return IndexConfig(dense_index=base, refine="flat" if refine == "rflat" else "none")
+
+
 def latency_ms(r: DenseRetriever, vectors: np.ndarray, batch: int, k: int = 10, rounds: int = 200) -> tuple[float, float]:
     """p50 / p95 milliseconds of one ``search_vectors`` call on ``batch`` queries."""
     times = []
@@ -55,6 +70,7 @@ def main(argv=None) -> int:
     ap.add_argument("--questions", required=True)
     ap.add_argument("--sample", type=int, default=500)
     ap.add_argument("--types", default="flat,hnsw,ivf-sq8,ivf-pq")
+    ap.add_argument("--sweep", action="store_true", help="also other hnsw_ef_search / ivf_nprobe values (SWEEP)")
     ap.add_argument("--top-k", type=int, default=100, help="passages retrieved for the document-level columns")
     ap.add_argument("-o", "--out", default="docs/bench/ann.json")
     args = ap.parse_args(argv)
@@ -70,10 +86,10 @@ def main(argv=None) -> int:
         questions = random.Random(0).sample(questions, args.sample)
     qvec = index.encoder.encode([q.question for q in questions], is_query=True, batch_size=32)
     ids = index.passage_ids
-    rows, exact_top = [], None
+    rows, sweep, exact_top = [], [], None
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.types.split(","):
-            icfg = IndexConfig(dense_index=kind)
+            icfg = type_config(kind)
             path = Path(tmp) / f"{kind}.faiss"
             t = time.perf_counter()
             info = build_faiss(vectors, path, icfg)
@@ -99,7 +115,17 @@ def main(argv=None) -> int:
                    "p95_ms_batch16": b16[1], "settings": icfg.model_dump()}
             print(json.dumps({k: v for k, v in row.items() if k != "settings"}), flush=True)
             rows.append(row)
-    data = {"rows": rows, "questions": len(questions), "index": str(args.index), "machine": machine(),
+            field, values = SWEEP.get(kind.partition("+")[0], (None, ()))
+            for v in values if args.sweep else ():
+                r.cfg = icfg.model_copy(update={field: v})
+                top10 = [set(x.ids[:10]) for x in r.search_vectors(qvec, 10)]
+                b1 = latency_ms(r, qvec, 1)
+                sweep.append({"dense_index": kind, "setting": field, "value": v,
+                              "recall@10_vs_flat": round(float(np.mean([len(a & b) / max(1, len(a))
+                                                                        for a, b in zip(exact_top, top10)])), 4),
+                              "p50_ms_batch1": b1[0], "p95_ms_batch1": b1[1]})
+                print(json.dumps(sweep[-1]), flush=True)
+    data = {"rows": rows, "sweep": sweep, "embedder": cfg.embedder.name, "questions": len(questions), "index": str(args.index), "machine": machine(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "python bench/ann.py " + " ".join(argv or sys.argv[1:])}
     out = Path(args.out)
@@ -109,7 +135,11 @@ def main(argv=None) -> int:
             "p50_ms_batch1", "p95_ms_batch1", "p50_ms_batch16", "p95_ms_batch16"]
     lines = ["# Dense index types: ANN against flat", "", f"Command: `{data['command']}`", "",
              f"Machine: {describe(data['machine'])}; {data['date']}. {rows[0]['passages'] if rows else 0} passages, "
-             f"{len(questions)} questions.", "", *md_table(rows, cols)]
+             f"{len(questions)} questions; embedder {cfg.embedder.name}.", "", *md_table(rows, cols)]
+    if sweep:
+        lines += ["", "Search-time settings (default rows above: hnsw_ef_search 128, ivf_nprobe 32):", "",
+                  *md_table(sweep, ["dense_index", "setting", "value", "recall@10_vs_flat", "p50_ms_batch1",
+                                    "p95_ms_batch1"])]
     atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     return 0
 
