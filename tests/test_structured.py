@@ -264,3 +264,23 @@ def test_nugget_reply_with_typographic_quotes_closes_inside_its_budget(smollm2):
     # what parses may still make little sense (a repeated excerpt is dropped as a duplicate)
     assert nuggets and set(rejected) <= {"duplicate"}, (reply, rejected)
     assert all(RUDY[n.start:n.end] == n.text for n in nuggets)
+
+
+def test_nugget_budget_holds_the_longest_reply_the_grammar_allows(smollm2):
+    """The grammar cannot forbid a repeated excerpt, and SmolLM2 repeats a long one: on the bench the
+    same Rudy Pérez passage was listed twice and cut at the budget, which covered the k longest
+    *distinct* excerpts (1 of 50 GINGER questions after the quote mend). The budget now holds k copies
+    of the longest excerpt, as the grammar spells it, however many excerpts the passage has."""
+    from preqrag.ginger.nuggets import NUGGETS_KEY, nugget_schema
+    from preqrag.llm.structured import _enum_spelling
+
+    long_first = RUDY[RUDY.index("Mauricio"):RUDY.index("Records says")] + "Records says so. He sings. IL Divo agrees."
+    for passage, limit in ((long_first, 512), (RUDY, 512), (RUDY, 256)):
+        schema, budget = nugget_schema(passage, smollm2.count_tokens, limit)
+        assert budget <= limit
+        items = schema["properties"][NUGGETS_KEY]
+        enum = items["items"]["enum"]
+        longest = max(enum, key=lambda e: smollm2.count_tokens(_enum_spelling(e)))
+        worst = '{"%s": [%s]}' % (NUGGETS_KEY, ", ".join([_enum_spelling(longest)] * items["maxItems"]))
+        assert smollm2.count_tokens(worst) <= budget, (limit, items["maxItems"], budget)
+        json.loads(worst)

@@ -171,8 +171,9 @@ def nugget_schema(passage: str, count=None, max_tokens: int | None = None) -> tu
     The schema is ``{"nuggets": [...]}`` holding 1..k items, each one of
     :func:`candidate_excerpts` (a JSON Schema ``enum``). With ``count`` (a token counter) and
     ``max_tokens`` (``[ginger] nugget_max_new_tokens``), only excerpts that fit the budget are
-    offered and k (at most :data:`MAX_NUGGETS_PER_PASSAGE`) is as many of the longest as fit
-    together, so the constrained reply always closes inside its budget. Without them, k is
+    offered and k (at most :data:`MAX_NUGGETS_PER_PASSAGE`) is as many copies of the longest as fit
+    together (the grammar allows a repeated item: a 135M model repeats a long excerpt), so every
+    reply the grammar allows closes inside its budget. Without them, k is
     :data:`MAX_NUGGETS_PER_PASSAGE` and the budget is estimated at 3 characters per token.
 
     Returns:
@@ -188,12 +189,13 @@ def nugget_schema(passage: str, count=None, max_tokens: int | None = None) -> tu
     excerpts = [e for e, n in cost.items() if n + 2 * NUGGET_ITEM_TOKENS <= limit]
     if not excerpts:
         return None
-    sizes = sorted((cost[e] for e in excerpts), reverse=True)
-    k, need = 0, NUGGET_ITEM_TOKENS
-    while k < min(MAX_NUGGETS_PER_PASSAGE, len(sizes)) and need + sizes[k] + NUGGET_ITEM_TOKENS <= limit:
-        need += sizes[k] + NUGGET_ITEM_TOKENS
+    # the grammar cannot forbid a repeated item (llama.cpp's schema converter has no uniqueItems),
+    # so the longest reply it allows is k copies of the longest excerpt: budget for that
+    longest = max(cost[e] for e in excerpts) + NUGGET_ITEM_TOKENS
+    k = 1
+    while k < min(MAX_NUGGETS_PER_PASSAGE, len(excerpts)) and NUGGET_ITEM_TOKENS + (k + 1) * longest <= limit:
         k += 1
-    return string_list_field(NUGGETS_KEY, min_items=1, max_items=k, enum=excerpts), need
+    return string_list_field(NUGGETS_KEY, min_items=1, max_items=k, enum=excerpts), NUGGET_ITEM_TOKENS + k * longest
 
 
 def parse_nugget_reply(reply: str, passage: str, passage_index: int) -> tuple[list[Nugget], list[str]]:
