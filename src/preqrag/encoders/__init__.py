@@ -15,12 +15,12 @@ from ..stages import Encoder
 def load_encoder(cfg: EmbedderConfig, cache_dir: str | None = None) -> Encoder:
     """Build the encoder named by ``cfg.name`` (no weights are loaded until first use).
 
+    Args:
+        cache_dir: when set, query embeddings are cached there (:class:`CachedEncoder`).
+
     Raises:
         ValueError: ``cfg.device`` names CUDA for an ONNX or WordLlama model (CPU-only backends).
         RuntimeError: ``cfg.device`` names CUDA and torch sees none (see ``resolve_device``).
-
-    Args:
-        cache_dir: when set, query embeddings are cached there (:class:`CachedEncoder`).
     """
     model = resolve(cfg.name)
     encoder: Encoder
