@@ -15,7 +15,7 @@ from preqrag.encoders import load_encoder
 TEXTS = ["Honey never spoils when it is stored sealed.", "The Treaty of Westphalia was signed in 1648."]
 
 
-def test_device_setting_is_validated_by_name(tmp_path):
+def test_device_setting_is_validated_by_name():
     for bad in ("gpu", "cuda:x", "CUDA"):
         with pytest.raises(ConfigError, match="device"):
             load_config(None, {"embedder": {"device": bad}})
