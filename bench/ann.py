@@ -35,10 +35,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, final_retrieval_columns, gold_traces, machine, md_table, pct  # noqa: E402
 
-from preqrag.config import IndexConfig, load_config  # noqa: E402
+from preqrag.config import load_config  # noqa: E402
 from preqrag.index import Index  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 from preqrag.retrieval.dense import DenseRetriever, build_faiss  # noqa: E402
+from scale import type_config  # noqa: E402  (the scale rows' types: "+rflat", pq_m dividing dim)
 
 
 SWEEP = {"hnsw": ("hnsw_ef_search", (16, 32, 64, 256, 512)), "ivf-sq8": ("ivf_nprobe", (8, 16, 64, 128, 256)),
@@ -46,10 +47,9 @@ SWEEP = {"hnsw": ("hnsw_ef_search", (16, 32, 64, 256, 512)), "ivf-sq8": ("ivf_np
 """Values measured by ``--sweep`` besides the default (hnsw_ef_search 128, ivf_nprobe 32)."""
 
 
-def type_config(kind: str) -> IndexConfig:
-    """``flat``, ``hnsw``, ``ivf-sq8``, ``ivf-pq`` or an IVF type with ``+rflat`` (``refine = "flat"``)."""
-    base, _, refine = kind.partition("+")
-    return IndexConfig(dense_index=base, refine="flat" if refine == "rflat" else "none")
+def recall_vs(exact: list[set], found: list[set]) -> float:
+    """Share of each question's exact top-10 passages found, averaged over questions."""
+    return float(np.mean([len(a & b) / max(1, len(a)) for a, b in zip(exact, found)]))
 
 
 def latency_ms(r: DenseRetriever, vectors: np.ndarray, batch: int, k: int = 10, rounds: int = 200) -> tuple[float, float]:
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     rows, sweep, exact_top = [], [], None
     with tempfile.TemporaryDirectory() as tmp:
         for kind in args.types.split(","):
-            icfg = type_config(kind)
+            icfg = type_config(kind, vectors.shape[1])
             path = Path(tmp) / f"{kind}.faiss"
             t = time.perf_counter()
             info = build_faiss(vectors, path, icfg)
@@ -102,8 +102,7 @@ def main(argv=None) -> int:
             top10 = [set(x.ids[:10]) for x in found]
             if kind == "flat":
                 exact_top = top10
-            recall = (float(np.mean([len(a & b) / max(1, len(a)) for a, b in zip(exact_top, top10)]))
-                      if exact_top is not None else None)
+            recall = recall_vs(exact_top, top10) if exact_top is not None else None
             b1 = latency_ms(r, qvec, 1)
             b16 = latency_ms(r, qvec, 16, rounds=50)
             row = {"dense_index": kind, "factory": info["factory"], "passages": info["n"],
@@ -121,13 +120,13 @@ def main(argv=None) -> int:
                 top10 = [set(x.ids[:10]) for x in r.search_vectors(qvec, 10)]
                 b1 = latency_ms(r, qvec, 1)
                 sweep.append({"dense_index": kind, "setting": field, "value": v,
-                              "recall@10_vs_flat": round(float(np.mean([len(a & b) / max(1, len(a))
-                                                                        for a, b in zip(exact_top, top10)])), 4),
+                              "recall@10_vs_flat": round(recall_vs(exact_top, top10), 4),
                               "p50_ms_batch1": b1[0], "p95_ms_batch1": b1[1]})
                 print(json.dumps(sweep[-1]), flush=True)
-    data = {"rows": rows, "sweep": sweep, "embedder": cfg.embedder.name, "questions": len(questions), "index": str(args.index), "machine": machine(),
+    data = {"rows": rows, "sweep": sweep, "embedder": cfg.embedder.name, "questions": len(questions),
+            "index": "IDX", "machine": machine(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python bench/ann.py " + " ".join(argv or sys.argv[1:])}
+            "command": "python bench/ann.py " + " ".join(argv or sys.argv[1:]).replace(args.index, "IDX")}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     cols = ["dense_index", "factory", "build_seconds", "size_mb", "open_seconds", "recall@10_vs_flat",
