@@ -101,8 +101,7 @@ class SentenceTransformerEncoder:
                 from sentence_transformers import SentenceTransformer
             except ImportError as e:  # pragma: no cover
                 raise ImportError('sentence-transformers models need: pip install "sentence-transformers==6.2.0" "torch==2.13.0"') from e
-            if self.device == "auto":
-                self.device = "cuda" if _cuda_available() else "cpu"
+            self.device = resolve_device(self.device)  # "auto": what torch sees now
             model = SentenceTransformer(self.location, device=self.device)
             if self.device.startswith("cuda"):
                 model.half()
@@ -141,9 +140,8 @@ class SentenceTransformerEncoder:
         model = self._load()
         prefix = self.query_prefix if is_query else self.passage_prefix
         texts = [prefix + t for t in texts]
-        on_cpu = not self.device.startswith("cuda")
         with (model_time("embedder"), torch.inference_mode(),
-              torch.autocast("cpu", dtype=torch.bfloat16, enabled=on_cpu and self.bf16)):
+              torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16)):
             emb = model.encode(texts, batch_size=batch_size, normalize_embeddings=True,
                                convert_to_numpy=True, show_progress_bar=show_progress)
         return np.ascontiguousarray(emb, dtype=np.float32)
