@@ -108,7 +108,7 @@ def corpus_head(corpus, n_docs: int, out):
     return out
 
 
-PLACEHOLDERS = {"--index": "IDX", "--cache-dir": "CACHE", "--config": "CONFIG", "--workdir": "WORK",
+PLACEHOLDERS = {"--index": "IDX", "--source": "IDX", "--cache-dir": "CACHE", "--config": "CONFIG", "--workdir": "WORK",
                 "--record-build": "M.json", "--time-log": "T.log"}
 """Options whose machine paths are written as placeholders in the recorded command."""
 

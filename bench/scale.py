@@ -61,6 +61,8 @@ SENTENCE = re.compile(r"(?<=[.!?])\s+")
 ROW_GROUP = 50_000
 SWEEP_NPROBE = (16, 64, 128, 256)
 """IVF rows: nprobe values also measured (p50/p95 and recall@10 against flat) beside the default 32."""
+SWEEP_EF_SEARCH = (32, 64, 256, 512)
+"""HNSW rows: efSearch values also measured beside the default 128 (``[index] hnsw_ef_search``)."""
 
 
 # ---------------------------------------------------------------------------------------- corpus
@@ -192,6 +194,14 @@ def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_fil
             sweep[nprobe] = {"dense_p50_ms": round(pct(ms, 50), 3), "dense_p95_ms": round(pct(ms, 95), 3),
                              "top10": [r.ids for r in dense.search_vectors(qvec, 10)]}
         dense.cfg = dense.cfg.model_copy(update={"ivf_nprobe": base_nprobe})
+    elif kind.startswith("hnsw"):  # the same for efSearch (applied at search time by search_vectors)
+        base_ef = dense.cfg.hnsw_ef_search
+        for ef in SWEEP_EF_SEARCH:
+            dense.cfg = dense.cfg.model_copy(update={"hnsw_ef_search": ef})
+            ms = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 1)
+            sweep[ef] = {"dense_p50_ms": round(pct(ms, 50), 3), "dense_p95_ms": round(pct(ms, 95), 3),
+                         "top10": [r.ids for r in dense.search_vectors(qvec, 10)]}
+        dense.cfg = dense.cfg.model_copy(update={"hnsw_ef_search": base_ef})
     serve_rss, serve_vmrss = _status_mb("RssAnon"), _status_mb("VmRSS")  # before numba is imported
     numba_row = {}
     if importlib.util.find_spec("numba") is not None:  # [index] bm25_backend = "numba", same index
@@ -322,9 +332,10 @@ def main(argv=None) -> int:
                         round(float(np.mean([len(a & set(b)) / max(1, len(a)) for a, b in zip(flat_top, found)])), 4))
 
             recall = recall_vs_flat(top)
-            served["nprobe_sweep"] = [{"nprobe": int(p), "dense_p50_ms": v["dense_p50_ms"],
-                                       "dense_p95_ms": v["dense_p95_ms"], "recall@10_vs_flat": recall_vs_flat(v["top10"])}
-                                      for p, v in served.pop("sweep").items()]
+            setting = "ef_search" if kind.startswith("hnsw") else "nprobe"
+            served[f"{setting}_sweep"] = [{setting: int(p), "dense_p50_ms": v["dense_p50_ms"],
+                                           "dense_p95_ms": v["dense_p95_ms"], "recall@10_vs_flat": recall_vs_flat(v["top10"])}
+                                          for p, v in served.pop("sweep").items()]
             row = {"passages": m["n_passages"], "documents": n, "dense_index": kind,
                    "build_seconds": round(m["seconds"]["total"] - m["seconds"]["dense"] + dense_s, 1),
                    "build_phase_seconds": {**{k: v for k, v in m["seconds"].items() if k != "total"},
@@ -356,13 +367,15 @@ def write_markdown(data: dict, path: Path) -> None:
     rows = data["rows"]
     lines = ["# Scale: build and serve from 100k passages up", ""]
     if rows:
-        lines += [f"Machine: {describe(rows[-1]['machine'])}. Vectors: {rows[-1]['embedder']} (static; see the "
+        lines += [f"Machine of the last row: {describe(rows[-1]['machine'])} (every row's SIMD level and date in its last "
+                  "columns; 2-core AMD EPYC machines throughout). Vectors: {rows[-1]['embedder']} (static; see the "
                   "docstring of bench/scale.py). Commands per row in scale.json.", ""]
     if data.get("real_encoder"):
         r = data["real_encoder"]
         lines += [f"Real encoder ({r['embedder']}): {r['passages_per_second']} passages/s "
                   f"({r['passages']} passages in {r['seconds']} s; `{r['command']}`).", ""]
-    lines += md_table(rows, cols)
+    lines += md_table([{**r, "simd": r["machine"].get("simd") or "not recorded", "date": r["date"][:10]} for r in rows],
+                      cols + ["simd", "date"])
     sweeps = [{"passages": r["passages"], "dense_index": r["dense_index"], **p}
               for r in rows for p in r.get("nprobe_sweep") or []]
     if sweeps:
@@ -370,6 +383,11 @@ def write_markdown(data: dict, path: Path) -> None:
                   "query, recall@10 against flat on the same queries:", ""]
         lines += md_table(sweeps, ["passages", "dense_index", "nprobe", "dense_p50_ms", "dense_p95_ms",
                                    "recall@10_vs_flat"])
+    ef = [{"passages": r["passages"], "dense_index": r["dense_index"], **p} for r in rows for p in r.get("ef_search_sweep") or []]
+    if ef:
+        lines += ["", "HNSW at other `hnsw_ef_search` values (the table above: the default, 128); dense search of one "
+                  "query, recall@10 against flat on the same queries:", ""]
+        lines += md_table(ef, ["passages", "dense_index", "ef_search", "dense_p50_ms", "dense_p95_ms", "recall@10_vs_flat"])
     phases = [{"passages": r["passages"], **r["build_phase_seconds"]} for r in rows if r["dense_index"] == "flat"]
     if phases:
         lines += ["", "Build phases of the production build (`preqrag index`, flat; seconds):", ""]

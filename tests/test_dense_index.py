@@ -34,6 +34,7 @@ def _topk(retriever, queries, k, mask=None):
 CASES = {
     "flat": (IndexConfig(), 1.0),
     "hnsw": (IndexConfig(dense_index="hnsw", hnsw_m=16, hnsw_ef_search=64), 0.95),
+    "hnsw-sq8": (IndexConfig(dense_index="hnsw-sq8", hnsw_m=16, hnsw_ef_search=64), 0.9),
     "ivf-sq8": (IndexConfig(dense_index="ivf-sq8", ivf_nprobe=4), 0.9),
     # 4-bit codes: 16 centroids per sub-quantiser need 16 x 39 training rows, which a
     # ~100-passage corpus has; lossy by design, so a lower bar
@@ -51,7 +52,7 @@ def test_each_type_recall_against_flat_and_mmap(kind, vectors, tmp_path):
     info = build_faiss(vectors, path, cfg)
     assert info["type"] == kind and info["n"] == n and info["dim"] == vectors.shape[1]
     assert info["factory"] == factory_string(kind, n, vectors.shape[1], cfg)
-    assert (info["train_size"] > 0) == kind.startswith("ivf")
+    assert (info["train_size"] > 0) == (kind.startswith("ivf") or kind.endswith("sq8"))  # SQ8: trained ranges
     ann = _retriever(path, n, cfg)  # cfg.mmap is True: opened memory-mapped
     queries = vectors[:40]
     truth, got = _topk(exact, queries, 10), _topk(ann, queries, 10)
@@ -61,7 +62,7 @@ def test_each_type_recall_against_flat_and_mmap(kind, vectors, tmp_path):
         assert all(g[0] == i for i, g in enumerate(got))  # a passage's own vector finds it first
 
 
-@pytest.mark.parametrize("kind", ["flat", "hnsw", "ivf-sq8"])
+@pytest.mark.parametrize("kind", ["flat", "hnsw", "hnsw-sq8", "ivf-sq8"])
 def test_filters_only_return_allowed_rows(kind, vectors, tmp_path):
     cfg = CASES[kind][0]
     path = tmp_path / "d.faiss"

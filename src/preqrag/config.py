@@ -91,6 +91,11 @@ class IndexConfig(_Section):
       default: exact, and fast enough below a few million passages.
     * ``hnsw`` — ``HNSW{hnsw_m},Flat`` (Malkov & Yashunin, TPAMI 2018): graph search,
       ~4·dim + 8·M bytes per passage, no training; ``hnsw_ef_search`` trades recall for time.
+    * ``hnsw-sq8`` — ``HNSW{hnsw_m},SQ8``: the same graph over 8-bit scalar-quantised vectors
+      (~dim + 8·M bytes per passage; the quantiser's per-dimension ranges trained on the
+      ``train_size`` sample), lossy scores. HNSW for corpora whose float32 vectors do not fit the
+      build machine's memory: at 5M × 256-d about 2.6 GB against ~6.4 GB for ``hnsw``
+      (docs/indexing.md, "Scale rows").
     * ``ivf-sq8`` — ``IVF{nlist},SQ8``: inverted lists of 8-bit scalar-quantised vectors
       (dim bytes per passage), trained on a sample; ``ivf_nprobe`` lists searched.
     * ``ivf-pq`` — ``IVF{nlist},PQ{pq_m}x{pq_nbits}`` (Jégou, Douze & Schmid, TPAMI 2011):
@@ -108,8 +113,8 @@ class IndexConfig(_Section):
     the search-time settings (``hnsw_ef_search``, ``ivf_nprobe``) and ``mmap`` apply at open.
     """
 
-    dense_index: Literal["flat", "hnsw", "ivf-sq8", "ivf-pq"] = Field("flat", description=(
-        "Dense index type built by `preqrag index`: flat (exact, default), hnsw, ivf-sq8, ivf-pq."))
+    dense_index: Literal["flat", "hnsw", "hnsw-sq8", "ivf-sq8", "ivf-pq"] = Field("flat", description=(
+        "Dense index type built by `preqrag index`: flat (exact, default), hnsw, hnsw-sq8, ivf-sq8, ivf-pq."))
     hnsw_m: int = Field(32, ge=4, le=128, description=(
         "HNSW graph degree M (FAISS wiki: 32 is a good default; 4..64)."))
     hnsw_ef_construction: int = Field(200, ge=8, description=(

@@ -196,7 +196,7 @@ def load_collection(index_dir: str | Path, cfg, *, batch_rows: int = 1000, overw
     if embedded.dense is None:
         raise MilvusError(f"{index_dir} is a BM25-only index: the Milvus collection needs its dense vectors")
     kind = embedded.manifest.get("dense_index", {}).get("type", "flat")
-    if kind not in ("flat", "hnsw"):
+    if kind not in ("flat", "hnsw"):  # hnsw-sq8 and the IVF types keep quantised codes only
         raise MilvusError(f"{index_dir} has a lossy {kind} dense index: its vectors cannot be read back exactly; "
                           "build an index with [index] dense_index = \"flat\" to load into Milvus")
     n = len(embedded.passage_ids)

@@ -26,7 +26,7 @@ def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
     """The FAISS ``index_factory`` string of a dense index type for ``n`` vectors of ``dim``.
 
     Args:
-        kind: ``flat``, ``hnsw``, ``ivf-sq8`` or ``ivf-pq``.
+        kind: ``flat``, ``hnsw``, ``hnsw-sq8``, ``ivf-sq8`` or ``ivf-pq``.
         n: number of vectors (sets the automatic ``nlist``).
         dim: vector dimension (``pq_m`` must divide it).
         cfg: an :class:`~preqrag.config.IndexConfig`; ``None`` = its defaults.
@@ -41,12 +41,14 @@ def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
     if cfg.refine != "none":
         if kind not in ("ivf-sq8", "ivf-pq"):
             raise ValueError(f"index.refine = {cfg.refine!r} applies to ivf-sq8 / ivf-pq, not {kind!r} "
-                             "(its scores are exact already)")
+                             "(flat and hnsw score exactly already; hnsw-sq8 keeps no float32 vectors)")
         return factory_string(kind, n, dim, cfg.model_copy(update={"refine": "none"})) + ",RFlat"
     if kind == "flat":
         return "Flat"
     if kind == "hnsw":
         return f"HNSW{cfg.hnsw_m},Flat"
+    if kind == "hnsw-sq8":
+        return f"HNSW{cfg.hnsw_m},SQ8"
     nlist = cfg.ivf_nlist or max(1, 2 ** round(math.log2(4 * math.sqrt(max(n, 1)))))
     nlist = min(nlist, max(1, n // 39))  # FAISS warns below 39 training points per centroid
     if kind == "ivf-sq8":
@@ -55,7 +57,7 @@ def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
         if dim % cfg.pq_m:
             raise ValueError(f"index.pq_m = {cfg.pq_m} does not divide the embedding dimension {dim}")
         return f"IVF{nlist},PQ{cfg.pq_m}x{cfg.pq_nbits}"
-    raise ValueError(f"index.dense_index: unknown type {kind!r} (flat, hnsw, ivf-sq8, ivf-pq)")
+    raise ValueError(f"index.dense_index: unknown type {kind!r} (flat, hnsw, hnsw-sq8, ivf-sq8, ivf-pq)")
 
 
 def _as_shards(embeddings) -> list[np.ndarray]:
@@ -160,7 +162,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
         except RuntimeError:  # another FAISS layout: build it in memory below
             pass
     index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
-    if cfg.dense_index == "hnsw":
+    if cfg.dense_index in ("hnsw", "hnsw-sq8"):
         index.hnsw.efConstruction = cfg.hnsw_ef_construction
     trained_on = 0
     if not index.is_trained:
