@@ -368,7 +368,7 @@ def write_markdown(data: dict, path: Path) -> None:
     lines = ["# Scale: build and serve from 100k passages up", ""]
     if rows:
         lines += [f"Machine of the last row: {describe(rows[-1]['machine'])} (every row's SIMD level and date in its last "
-                  "columns; 2-core AMD EPYC machines throughout). Vectors: {rows[-1]['embedder']} (static; see the "
+                  f"columns; 2-core AMD EPYC machines throughout). Vectors: {rows[-1]['embedder']} (static; see the "
                   "docstring of bench/scale.py). Commands per row in scale.json.", ""]
     if data.get("real_encoder"):
         r = data["real_encoder"]
