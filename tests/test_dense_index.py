@@ -168,3 +168,35 @@ def test_flat_index_written_from_shards_equals_faiss_own_file(tmp_path):
     q = rng.standard_normal((3, 24)).astype(np.float32)
     assert np.array_equal(got.search(q, 5)[1], ref.search(q, 5)[1])
     assert not (tmp_path / "dense.faiss.tmp").exists()
+
+
+def test_refined_ivf_index_written_from_shards_equals_faiss_own_file(tmp_path):
+    """refine = "flat": the IVF part is built in memory, the exact vectors are streamed from the
+    shards into the file (no float32 copy in memory); the file is byte-identical to
+    faiss.write_index of FAISS's own IndexRefineFlat over the same vectors, and searches the same."""
+    import faiss
+
+    from preqrag.retrieval.dense import _refine_layout
+
+    _refine_layout(16, 800)  # this FAISS's layout is the known one: the streamed path runs, not the fallback
+    rng = np.random.default_rng(2)
+    shards = [rng.standard_normal((n, 16)).astype(np.float32) for n in (400, 0, 300, 100)]
+    shards = [s / np.linalg.norm(s, axis=1, keepdims=True) if len(s) else s for s in shards]
+    paths = []
+    for i, s in enumerate(shards):
+        paths.append(tmp_path / f"emb_{i:05d}.npy")
+        np.save(paths[-1], s)
+    cfg = IndexConfig(dense_index="ivf-pq", pq_m=4, pq_nbits=4, ivf_nlist=4, refine="flat", train_size=1000)
+    info = build_faiss(paths, tmp_path / "dense.faiss", cfg)
+    assert info["factory"] == "IVF4,PQ4x4,RFlat" and info["n"] == 800
+    ref = faiss.index_factory(16, info["factory"], faiss.METRIC_INNER_PRODUCT)
+    x = np.concatenate(shards)
+    ref.train(x)  # train_size >= n: the sample is every row, in order
+    ref.add(x)
+    faiss.write_index(ref, str(tmp_path / "ref.faiss"))
+    assert (tmp_path / "dense.faiss").read_bytes() == (tmp_path / "ref.faiss").read_bytes()
+    got = _retriever(tmp_path / "dense.faiss", 800, cfg)  # memory-mapped, as served
+    params = faiss.IndexRefineSearchParameters(k_factor=16.0, base_index_params=faiss.SearchParametersIVF(nprobe=32))
+    want = ref.search(x[:5], 5, params=params)[1]
+    assert _topk(got, x[:5], 5) == want.tolist()
+    assert not (tmp_path / "dense.faiss.tmp").exists()

@@ -102,25 +102,87 @@ def _flat_header(dim: int, n: int) -> bytes:
     return header(n)
 
 
-def write_flat_index(sources: Sequence, path: str | Path, dim: int, n: int) -> None:
+def _refine_layout(dim: int, n: int) -> tuple[bytes, bytes]:
+    """The bytes FAISS writes around the two parts of an ``IndexRefineFlat`` of ``n`` vectors:
+    ``(prefix, suffix)`` with the file = prefix + base index + flat index (:func:`_flat_header`
+    + vectors) + suffix (fourcc ``IxRF``, the index header with ``ntotal``; after the parts, the
+    default ``k_factor``). Derived from FAISS's own serialisation of a 1-vector index and checked
+    on a 3-vector one, as :func:`_flat_header` does.
+
+    Raises:
+        RuntimeError: the installed FAISS writes refine indexes differently.
+    """
+    import faiss
+
+    def parts(vectors: np.ndarray) -> tuple[bytes, bytes, bytes]:
+        index = faiss.IndexRefineFlat(faiss.IndexFlatIP(dim))
+        index.add(vectors)
+        return (bytes(faiss.serialize_index(index)), bytes(faiss.serialize_index(index.base_index)),
+                bytes(faiss.serialize_index(index.refine_index)))
+
+    def layout(vectors: np.ndarray) -> tuple[bytes, bytes]:
+        whole, base, flat = parts(vectors)
+        at = whole.find(base)
+        if whole[:4] != b"IxRF" or at < 16 or whole[at + len(base):at + len(base) + len(flat)] != flat:
+            raise RuntimeError("unexpected FAISS refine index layout")
+        return whole[:at], whole[at + len(base) + len(flat):]
+
+    def prefix(head: bytes, k: int) -> bytes:
+        h = bytearray(head)
+        h[8:16] = np.int64(k).astype("<i8").tobytes()
+        return bytes(h)
+
+    head, suffix = layout(np.ones((1, dim), np.float32))
+    if np.frombuffer(head[8:16], dtype="<i8")[0] != 1:
+        raise RuntimeError("unexpected FAISS refine index header")
+    probe = np.random.default_rng(0).random((3, dim), dtype=np.float32)
+    if layout(probe) != (prefix(head, 3), suffix):
+        raise RuntimeError("unexpected FAISS refine index layout")
+    return prefix(head, n), suffix
+
+
+def _write_shards(fh, sources: Sequence, dim: int) -> int:
+    """Append each shard's float32 rows to ``fh``, one shard in memory at a time; rows written."""
+    written = 0
+    for src in sources:
+        arr = np.load(src) if isinstance(src, (str, Path)) else np.asarray(src)
+        arr = np.ascontiguousarray(arr, dtype=np.float32)
+        if arr.ndim != 2 or arr.shape[1] != dim:
+            raise ValueError(f"vector shard of shape {arr.shape}, expected (rows, {dim})")
+        fh.write(arr.tobytes())
+        written += len(arr)
+        del arr
+    return written
+
+
+def write_flat_index(sources: Sequence, path: str | Path, dim: int, n: int, base=None) -> None:
     """Write an exact inner-product index (FAISS ``IndexFlatIP``) straight from the vector shards:
     the header (:func:`_flat_header`), then each shard's float32 rows in order, to a temporary
     name renamed at the end. Peak memory: one shard (FAISS's own ``add`` grows one vector of all
     codes by reallocation, about twice the index at the end). The file is byte-identical to
-    ``faiss.write_index`` of the same index (tests/test_dense_index.py)."""
+    ``faiss.write_index`` of the same index (tests/test_dense_index.py).
+
+    With ``base`` (a trained FAISS index holding the same ``n`` vectors, e.g. IVF-PQ), the file is
+    an ``IndexRefineFlat`` of ``base`` instead (``refine = "flat"``): :func:`_refine_layout`'s
+    prefix, ``base``, the flat index as above, the suffix — byte-identical to ``faiss.write_index``
+    of ``IndexRefineFlat(base)`` with the same vectors added, at the memory of ``base`` plus one
+    shard where FAISS's ``add`` would grow the float32 copy by reallocation (2.65 GB build peak at
+    1M × 256-d, docs/bench/scale.md)."""
+    import faiss
+
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    written = 0
+    if base is not None and base.ntotal != n:
+        raise ValueError(f"base index holds {base.ntotal} vectors, expected {n}")
+    head, tail = _refine_layout(dim, n) if base is not None else (b"", b"")
+    flat_header = _flat_header(dim, n)  # both layouts checked before anything is written
     with open(tmp, "wb") as fh:
-        fh.write(_flat_header(dim, n))
-        for src in sources:
-            arr = np.load(src) if isinstance(src, (str, Path)) else np.asarray(src)
-            arr = np.ascontiguousarray(arr, dtype=np.float32)
-            if arr.ndim != 2 or arr.shape[1] != dim:
-                raise ValueError(f"vector shard of shape {arr.shape}, expected (rows, {dim})")
-            fh.write(arr.tobytes())
-            written += len(arr)
-            del arr
+        fh.write(head)
+        if base is not None:
+            faiss.write_index(base, faiss.PyCallbackIOWriter(fh.write))
+        fh.write(flat_header)
+        written = _write_shards(fh, sources, dim)
+        fh.write(tail)
         fh.flush()
         os.fsync(fh.fileno())
     if written != n:
@@ -142,8 +204,14 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     Returns:
         What to record in the manifest: ``{"type", "factory", "n", "dim", "train_size"}``.
 
-    With unit-norm vectors inner product equals cosine similarity. IVF/PQ types are trained
-    on ``cfg.train_size`` rows sampled uniformly with seed :data:`TRAIN_SEED`.
+    With unit-norm vectors inner product equals cosine similarity. IVF/PQ and SQ8 types are
+    trained on ``cfg.train_size`` rows sampled uniformly with seed :data:`TRAIN_SEED`.
+
+    Memory: ``flat`` is written straight from the shards (one shard in memory); with
+    ``refine = "flat"`` only the IVF part is built in memory and the exact vectors are streamed
+    into the file the same way (:func:`write_flat_index` with ``base``); ``hnsw`` holds its
+    float32 vectors and graph in memory (``hnsw-sq8``: 8-bit codes instead), the IVF types their
+    codes.
     """
     import faiss
 
@@ -161,7 +229,9 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
             return {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": 0}
         except RuntimeError:  # another FAISS layout: build it in memory below
             pass
-    index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
+    refine = cfg.refine == "flat"  # the IVF part built here, the exact vectors streamed by write_flat_index
+    base_spec = factory_string(cfg.dense_index, n, dim, cfg.model_copy(update={"refine": "none"})) if refine else spec
+    index = faiss.index_factory(dim, base_spec, faiss.METRIC_INNER_PRODUCT)
     if cfg.dense_index in ("hnsw", "hnsw-sq8"):
         index.hnsw.efConstruction = cfg.hnsw_ef_construction
     trained_on = 0
@@ -179,11 +249,22 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     for src, shard in zip(sources, shards):
         arr = np.load(src) if isinstance(src, (str, Path)) else shard
         index.add(np.ascontiguousarray(arr, dtype=np.float32))
+    info = {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": trained_on}
+    if refine:
+        try:
+            write_flat_index(sources, path, dim, n, base=index)
+            return info
+        except RuntimeError:  # another FAISS layout: FAISS's own IndexRefineFlat, built in memory
+            index = faiss.IndexRefineFlat(index)
+            for src, shard in zip(sources, shards):
+                arr = np.load(src) if isinstance(src, (str, Path)) else shard
+                index.refine_index.add(np.ascontiguousarray(arr, dtype=np.float32))
+            index.ntotal = index.base_index.ntotal
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     faiss.write_index(index, str(tmp))
     tmp.replace(path)
-    return {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": trained_on}
+    return info
 
 
 class DenseRetriever:
