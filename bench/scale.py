@@ -23,7 +23,8 @@ For each size N (``--sizes``, passages):
    (dense: search of precomputed query vectors, encoding excluded). ``serve_rss_mb`` = the child's
    ``RssAnon`` after the queries (anonymous memory: memory-mapped index pages are not counted, as
    the issue's target says), ``serve_vmrss_mb`` = its whole ``VmRSS``. ``recall@10_vs_flat``:
-   mean share of the flat top-10 found by the type's top-10.
+   mean share of the flat top-10 found by the type's top-10. IVF rows also at other ``ivf_nprobe``
+   values (:data:`SWEEP_NPROBE`), HNSW rows at other ``hnsw_ef_search`` values (:data:`SWEEP_EF_SEARCH`).
 
 Also recorded: the real encoder's passages/s (``--real-encoder-sample`` passages with the default
 embedder, all-MiniLM-L6-v2), so the WordLlama build times can be read against it.
