@@ -181,15 +181,15 @@ def vectors(source: Path, d: Path, n: int, seed: int) -> dict:
     gen = json.loads((d / "corpus.json").read_text())
     enc = load_encoder(EmbedderConfig(name="wordllama"))
     (d / "vectors").mkdir(exist_ok=True)
-    before = len(_shards(d))
+    had = sum(np.load(f, mmap_mode="r").shape[0] for f in _shards(d))  # rows encoded by earlier calls
     t = time.perf_counter()
     files = encode_passages(corpus, d / "vectors", enc, batch_size=EmbedderConfig(name="wordllama").batch_size)
     s = time.perf_counter() - t
     done = d / "vectors.json"
-    if before == 0 or not done.exists():  # a rate only for an encoding that ran from the start
+    if not done.exists():  # the rate of this call's encoding (a resumed one: the rows it added)
         rows = sum(np.load(f, mmap_mode="r").shape[0] for f in files)
-        rate = {"passages": rows, "seconds": round(s, 1), "passages_per_second": round(rows / s, 1),
-                "resumed_from_shards": before}
+        rate = {"passages": rows, "seconds_this_call": round(s, 1), "encoded_this_call": rows - had,
+                "passages_per_second": round((rows - had) / s, 1) if rows > had else None}
         done.write_text(json.dumps(rate))
     return {"corpus": gen, "encoding": json.loads(done.read_text()), "encoder": enc}
 
