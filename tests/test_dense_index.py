@@ -170,7 +170,7 @@ def test_flat_index_written_from_shards_equals_faiss_own_file(tmp_path):
     assert not (tmp_path / "dense.faiss.tmp").exists()
 
 
-def test_refined_ivf_index_written_from_shards_equals_faiss_own_file(tmp_path):
+def test_refined_ivf_index_written_from_shards_equals_faiss_own_file(tmp_path, monkeypatch):
     """refine = "flat": the IVF part is built in memory, the exact vectors are streamed from the
     shards into the file (no float32 copy in memory); the file is byte-identical to
     faiss.write_index of FAISS's own IndexRefineFlat over the same vectors, and searches the same."""
@@ -200,3 +200,12 @@ def test_refined_ivf_index_written_from_shards_equals_faiss_own_file(tmp_path):
     want = ref.search(x[:5], 5, params=params)[1]
     assert _topk(got, x[:5], 5) == want.tolist()
     assert not (tmp_path / "dense.faiss.tmp").exists()
+
+    import preqrag.retrieval.dense as dense_module
+
+    def other_layout(*_):
+        raise RuntimeError("unexpected FAISS refine index layout")
+
+    monkeypatch.setattr(dense_module, "_refine_layout", other_layout)  # a FAISS that writes IxRF otherwise
+    build_faiss(paths, tmp_path / "fallback.faiss", cfg)  # FAISS's own in-memory build: the same file
+    assert (tmp_path / "fallback.faiss").read_bytes() == (tmp_path / "ref.faiss").read_bytes()

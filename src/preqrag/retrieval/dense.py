@@ -229,8 +229,15 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
             return {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": 0}
         except RuntimeError:  # another FAISS layout: build it in memory below
             pass
-    refine = cfg.refine == "flat"  # the IVF part built here, the exact vectors streamed by write_flat_index
-    base_spec = factory_string(cfg.dense_index, n, dim, cfg.model_copy(update={"refine": "none"})) if refine else spec
+    stream_refine = False  # refine = "flat": the IVF part built here, the exact vectors streamed by write_flat_index
+    if cfg.refine == "flat":
+        try:
+            _refine_layout(dim, n), _flat_header(dim, n)
+            stream_refine = True
+        except RuntimeError:  # another FAISS layout: FAISS's own IndexRefineFlat, built in memory
+            pass
+    base_spec = (factory_string(cfg.dense_index, n, dim, cfg.model_copy(update={"refine": "none"}))
+                 if stream_refine else spec)
     index = faiss.index_factory(dim, base_spec, faiss.METRIC_INNER_PRODUCT)
     if cfg.dense_index in ("hnsw", "hnsw-sq8"):
         index.hnsw.efConstruction = cfg.hnsw_ef_construction
@@ -250,16 +257,9 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
         arr = np.load(src) if isinstance(src, (str, Path)) else shard
         index.add(np.ascontiguousarray(arr, dtype=np.float32))
     info = {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": trained_on}
-    if refine:
-        try:
-            write_flat_index(sources, path, dim, n, base=index)
-            return info
-        except RuntimeError:  # another FAISS layout: FAISS's own IndexRefineFlat, built in memory
-            index = faiss.IndexRefineFlat(index)
-            for src, shard in zip(sources, shards):
-                arr = np.load(src) if isinstance(src, (str, Path)) else shard
-                index.refine_index.add(np.ascontiguousarray(arr, dtype=np.float32))
-            index.ntotal = index.base_index.ntotal
+    if stream_refine:
+        write_flat_index(sources, path, dim, n, base=index)
+        return info
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     faiss.write_index(index, str(tmp))
