@@ -187,22 +187,16 @@ def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_fil
     d1 = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 1)
     d16 = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 16)
     sweep = {}
-    if kind.startswith("ivf"):  # recall/latency trade-off: the same queries at other nprobe values
-        base_nprobe = dense.cfg.ivf_nprobe
-        for nprobe in SWEEP_NPROBE:
-            dense.cfg = dense.cfg.model_copy(update={"ivf_nprobe": nprobe})
-            ms = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 1)
-            sweep[nprobe] = {"dense_p50_ms": round(pct(ms, 50), 3), "dense_p95_ms": round(pct(ms, 95), 3),
-                             "top10": [r.ids for r in dense.search_vectors(qvec, 10)]}
-        dense.cfg = dense.cfg.model_copy(update={"ivf_nprobe": base_nprobe})
-    elif kind.startswith("hnsw"):  # the same for efSearch (applied at search time by search_vectors)
-        base_ef = dense.cfg.hnsw_ef_search
-        for ef in SWEEP_EF_SEARCH:
-            dense.cfg = dense.cfg.model_copy(update={"hnsw_ef_search": ef})
-            ms = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 1)
-            sweep[ef] = {"dense_p50_ms": round(pct(ms, 50), 3), "dense_p95_ms": round(pct(ms, 95), 3),
-                         "top10": [r.ids for r in dense.search_vectors(qvec, 10)]}
-        dense.cfg = dense.cfg.model_copy(update={"hnsw_ef_search": base_ef})
+    # recall/latency trade-off: the same queries at other search-time settings (applied by search_vectors)
+    field, values = (("ivf_nprobe", SWEEP_NPROBE) if kind.startswith("ivf") else
+                     ("hnsw_ef_search", SWEEP_EF_SEARCH) if kind.startswith("hnsw") else (None, ()))
+    base_cfg = dense.cfg
+    for value in values:
+        dense.cfg = base_cfg.model_copy(update={field: value})
+        ms = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 1)
+        sweep[value] = {"dense_p50_ms": round(pct(ms, 50), 3), "dense_p95_ms": round(pct(ms, 95), 3),
+                        "top10": [r.ids for r in dense.search_vectors(qvec, 10)]}
+    dense.cfg = base_cfg
     serve_rss, serve_vmrss = _status_mb("RssAnon"), _status_mb("VmRSS")  # before numba is imported
     numba_row = {}
     if importlib.util.find_spec("numba") is not None:  # [index] bm25_backend = "numba", same index
