@@ -176,8 +176,8 @@ def vectors(source: Path, d: Path, n: int, seed: int) -> dict:
     if not corpus.exists():
         tmp = d / "corpus.parquet.tmp"
         gen = generate(source, n, seed, tmp)
+        (d / "corpus.json").write_text(json.dumps(gen))  # before the rename: a kept corpus always has it
         tmp.replace(corpus)
-        (d / "corpus.json").write_text(json.dumps(gen))
     gen = json.loads((d / "corpus.json").read_text())
     enc = load_encoder(EmbedderConfig(name="wordllama"))
     (d / "vectors").mkdir(exist_ok=True)
