@@ -38,6 +38,14 @@ def stage_means(seconds: list[dict[str, float]]) -> dict[str, float]:
     return {s: round(sum(sec.get(s, 0.0) for sec in seconds) / len(seconds), 4) for s in stages}
 
 
+def recall_vs(exact: list[set], found) -> float:
+    """Share of each question's exact top-10 passages found (``found``: one id collection per
+    question), averaged over questions. Shared by bench/ann.py, scale.py and ann_scale.py."""
+    import numpy as np
+
+    return float(np.mean([len(a & set(b)) / max(1, len(a)) for a, b in zip(exact, found)]))
+
+
 def pct(xs, p: float) -> float | None:
     """The p-th percentile (nearest rank: the smallest value with at least p % of ``xs`` at or
     below it) of ``xs``; None when empty. Shared by every bench/ latency figure."""

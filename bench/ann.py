@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, final_retrieval_columns, gold_traces, machine, md_table, pct  # noqa: E402
+from _common import describe, final_retrieval_columns, gold_traces, machine, md_table, pct, recall_vs  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.index import Index  # noqa: E402
@@ -45,11 +45,6 @@ from scale import type_config  # noqa: E402  (the scale rows' types: "+rflat", p
 SWEEP = {"hnsw": ("hnsw_ef_search", (16, 32, 64, 256, 512)), "ivf-sq8": ("ivf_nprobe", (8, 16, 64, 128, 256)),
          "ivf-pq": ("ivf_nprobe", (8, 16, 64, 128, 256))}
 """Values measured by ``--sweep`` besides the default (hnsw_ef_search 128, ivf_nprobe 32)."""
-
-
-def recall_vs(exact: list[set], found: list[set]) -> float:
-    """Share of each question's exact top-10 passages found, averaged over questions."""
-    return float(np.mean([len(a & b) / max(1, len(a)) for a, b in zip(exact, found)]))
 
 
 def latency_ms(r: DenseRetriever, vectors: np.ndarray, batch: int, k: int = 10, rounds: int = 200) -> tuple[float, float]:

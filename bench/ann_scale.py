@@ -37,7 +37,6 @@ import argparse
 import datetime
 import json
 import random
-import resource
 import subprocess
 import sys
 import time
@@ -46,8 +45,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, machine, md_table, pct, placeholders  # noqa: E402
-from scale import generate, type_config  # noqa: E402
+from _common import describe, machine, md_table, pct, placeholders, recall_vs  # noqa: E402
+from scale import _peak_mb, _status_mb, generate, type_config  # noqa: E402
 
 HERE = Path(__file__).resolve()
 TARGET = {"recall@10": 0.95, "p50_ms": 10.0}
@@ -64,17 +63,6 @@ def _sweep(kind: str) -> list[dict]:
     if kind.endswith("+rflat"):
         return SWEEP["rflat"]
     return SWEEP["hnsw"] if kind.startswith("hnsw") else SWEEP["ivf"] if kind.startswith("ivf") else [{}]
-
-
-def _anon_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("RssAnon:"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
-
-
-def _peak_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
 def _shards(d: Path) -> list[Path]:
@@ -136,7 +124,7 @@ def child_serve(work: str, kind: str) -> None:
         top = [[int(x) for x in r.ids] for r in dense.search_vectors(q, 10)]
         rows.append({"setting": setting, "dense_p50_ms": round(pct(ms, 50), 3), "dense_p95_ms": round(pct(ms, 95), 3),
                      "top10": top})
-    print(json.dumps({"open_seconds": round(open_s, 3), "settings": rows, "serve_rss_mb": _anon_mb(),
+    print(json.dumps({"open_seconds": round(open_s, 3), "settings": rows, "serve_rss_mb": _status_mb("RssAnon"),
                       "factory": _factory(dense._load()),
                       "serve_peak_rss_mb": _peak_mb()}))
 
@@ -261,7 +249,7 @@ def main(argv=None) -> int:
         sweep = []
         for s in served.pop("settings"):
             found = s.pop("top10")
-            s["recall@10"] = round(float(np.mean([len(a & set(b)) / max(1, len(a)) for a, b in zip(exact, found)])), 4)
+            s["recall@10"] = round(recall_vs(exact, found), 4)
             s["meets_target"] = s["recall@10"] >= TARGET["recall@10"] and s["dense_p50_ms"] <= TARGET["p50_ms"]
             sweep.append(s)
         n = built["info"]["n"] or sum(np.load(f, mmap_mode="r").shape[0] for f in _shards(d))

@@ -55,7 +55,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, machine, md_table, pct  # noqa: E402
+from _common import describe, machine, md_table, pct, recall_vs  # noqa: E402
 
 HERE = Path(__file__).resolve()
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -64,6 +64,16 @@ SWEEP_NPROBE = (16, 64, 128, 256)
 """IVF rows: nprobe values also measured (p50/p95 and recall@10 against flat) beside the default 32."""
 SWEEP_EF_SEARCH = (32, 64, 256, 512)
 """HNSW rows: efSearch values also measured beside the default 128 (``[index] hnsw_ef_search``)."""
+
+
+def sweep_setting(kind: str) -> tuple[str | None, tuple, str]:
+    """The search-time setting a type is also measured at: (IndexConfig field, values, the rows'
+    column name). IVF types: ``ivf_nprobe``; HNSW types: ``hnsw_ef_search``; flat: none."""
+    if kind.startswith("ivf"):
+        return "ivf_nprobe", SWEEP_NPROBE, "nprobe"
+    if kind.startswith("hnsw"):
+        return "hnsw_ef_search", SWEEP_EF_SEARCH, "ef_search"
+    return None, (), "nprobe"
 
 
 # ---------------------------------------------------------------------------------------- corpus
@@ -188,8 +198,7 @@ def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_fil
     d16 = lat(lambda a, b: dense.search_vectors(qvec[a:b], 10), 16)
     sweep = {}
     # recall/latency trade-off: the same queries at other search-time settings (applied by search_vectors)
-    field, values = (("ivf_nprobe", SWEEP_NPROBE) if kind.startswith("ivf") else
-                     ("hnsw_ef_search", SWEEP_EF_SEARCH) if kind.startswith("hnsw") else (None, ()))
+    field, values, _ = sweep_setting(kind)
     base_cfg = dense.cfg
     for value in values:
         dense.cfg = base_cfg.model_copy(update={field: value})
@@ -323,11 +332,10 @@ def main(argv=None) -> int:
                 flat_top = top
 
             def recall_vs_flat(found):
-                return (None if flat_top is None else
-                        round(float(np.mean([len(a & set(b)) / max(1, len(a)) for a, b in zip(flat_top, found)])), 4))
+                return None if flat_top is None else round(recall_vs(flat_top, found), 4)
 
             recall = recall_vs_flat(top)
-            setting = "ef_search" if kind.startswith("hnsw") else "nprobe"
+            setting = sweep_setting(kind)[2]
             served[f"{setting}_sweep"] = [{setting: int(p), "dense_p50_ms": v["dense_p50_ms"],
                                            "dense_p95_ms": v["dense_p95_ms"], "recall@10_vs_flat": recall_vs_flat(v["top10"])}
                                           for p, v in served.pop("sweep").items()]
