@@ -16,7 +16,7 @@ skips the rest:
    fixed-seed sample as scale.py; encoded once with WordLlama).
 4. **Each type** in ``--types`` (``hnsw``, ``ivf-sq8``, ``ivf-pq``, ``T+rflat`` = ``refine = "flat"``;
    :func:`scale.type_config`): built in a child process from the shard files (seconds, the child's
-   peak RSS = ``ru_maxrss``), then served in another child: :class:`DenseRetriever` opens it
+   peak RSS = its own ``VmHWM``, scale.py's ``_peak_mb``), then served in another child: :class:`DenseRetriever` opens it
    memory-mapped (``open_seconds``) and searches the query vectors one at a time at each search-time
    setting of :data:`SWEEP` (p50 / p95 ms of one ``search_vectors`` call, query encoding excluded;
    FAISS's OpenMP threads left at the machine's default), recall@10 = mean share of the exact top-10

@@ -11,7 +11,8 @@ For each size N (``--sizes``, passages):
    DIR --config scale.toml`` where scale.toml sets ``[embedder] name = "wordllama"`` (the static
    WordLlama encoder: encoding N passages with all-MiniLM-L6-v2 would take N/16 s here, ~3.6 days
    at 5M) and ``[index] dense_index = "flat"``. Phase seconds from the manifest; peak RSS = the
-   child's own ``ru_maxrss``. The other dense types (``--types``) are built from the
+   child's own ``VmHWM`` (:func:`_peak_mb`; rows before 2026-11-26 10:00 UTC: ``ru_maxrss``, which
+   starts at the parent's RSS). The other dense types (``--types``) are built from the
    flat index's vectors (written once as memory-mapped ``.npy`` files) with
    :func:`preqrag.retrieval.dense.build_faiss`, each in its own child (its seconds and peak RSS);
    their ``build_seconds`` = the flat build minus its dense phase plus theirs. IVF-PQ uses the default
@@ -109,7 +110,7 @@ def generate(source: Path, n: int, seed: int, out: Path) -> dict:
 # ---------------------------------------------------------------------------------------- children
 def run_child(args: list[str], out_json: Path | None = None) -> tuple[dict | None, float, float]:
     """Run a child process; (its JSON on stdout or in ``out_json``, wall seconds, its peak RSS in MB as
-    it reported it: ``ru_maxrss`` of its own process)."""
+    it reported it: :func:`_peak_mb` of its own process)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate()
@@ -122,9 +123,11 @@ def run_child(args: list[str], out_json: Path | None = None) -> tuple[dict | Non
 
 
 def _peak_mb() -> float:
-    import resource
-
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    """This process's peak resident memory in MB: ``VmHWM`` of /proc/self/status, the high-water
+    mark of its own address space. Not ``ru_maxrss``: Linux carries a forked child's copy of its
+    parent's pages into that figure across ``exec``, so a child's ``ru_maxrss`` is at least its
+    parent's RSS at the fork (a 2,000-vector build reported the parent's 687 MB)."""
+    return _status_mb("VmHWM")
 
 
 def _status_mb(field: str) -> float:
