@@ -91,7 +91,8 @@ class IndexConfig(_Section):
       default: exact, and fast enough below a few million passages.
     * ``hnsw`` — ``HNSW{hnsw_m},Flat`` (Malkov & Yashunin, TPAMI 2018): graph search,
       ~4·dim + 8·M bytes per passage, no training; ``hnsw_ef_search`` trades recall for time.
-    * ``hnsw-sq8`` — ``HNSW{hnsw_m},SQ8``: the same graph over 8-bit scalar-quantised vectors
+    * ``hnsw-sq8`` — ``HNSW{hnsw_m},SQ8`` (Malkov & Yashunin's graph over FAISS's 8-bit
+      ``ScalarQuantizer`` codes): the same graph over 8-bit scalar-quantised vectors
       (~dim + 8·M bytes per passage; the quantiser's per-dimension ranges trained on the
       ``train_size`` sample), lossy scores. HNSW for corpora whose float32 vectors do not fit the
       build machine's memory: at 5M × 256-d about 2.6 GB against ~6.4 GB for ``hnsw``
