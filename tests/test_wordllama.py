@@ -28,6 +28,23 @@ def test_encodes_unit_vectors_that_rank_paraphrases_first():
     assert enc.count_tokens("hello world") >= 2
 
 
+def test_encode_equals_wordllamas_own_embed_on_smoke_passages(small_corpus):
+    """preqrag pools with a sparse count matrix instead of WordLlamaInference.embed (3x faster at
+    passage length, bench/wordllama_encode.py): the vectors must be the library's own, including a
+    text with no token (all zero), texts longer than one batch of the other, and a repeated token."""
+    import json
+
+    docs = [json.loads(line)["text"] for line in small_corpus[0].read_text(encoding="utf-8").splitlines()]
+    texts = docs + ["", "the the the the", "x" * 3000] + [d[:200] for d in docs] * 40  # > one 1024 batch
+    enc = load_encoder(load_config(None, {"embedder": {"name": "wordllama"}}).embedder)
+    ours = enc.encode(texts, is_query=False, batch_size=32)
+    library = np.nan_to_num(np.asarray(enc._load().embed(texts, norm=True, batch_size=256), np.float32))
+    assert ours.shape == library.shape == (len(texts), 256) and ours.dtype == np.float32
+    assert np.abs(ours - library).max() <= 1e-6
+    assert not ours[len(docs)].any()  # the empty text
+    assert np.allclose(np.linalg.norm(ours[: len(docs)], axis=1), 1.0, atol=1e-5)
+
+
 def test_index_built_with_wordllama_finds_gold_documents(small_corpus, tmp_path):
     cfg = load_config(None, {**TEST_OVERRIDES, "embedder": {"name": "wordllama"}})
     out = tmp_path / "idx"
