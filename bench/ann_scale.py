@@ -26,7 +26,7 @@ skips the rest:
 Usage:
   python bench/ann_scale.py --source IDX --questions ../shared/liverag-bench/dev.jsonl \\
          --size 5000000 --types ivf-pq+rflat,ivf-sq8 --workdir WORK [--queries 200] [--seed 0] \\
-         [-o docs/bench/ann_scale.json]
+         [--hnsw-ef-construction 64] [-o docs/bench/ann_scale.json]
 Everything in ``WORKDIR/N`` is kept and reused by a later call with the same size (corpus, vector
 shards, built types: delete a file to redo its step). Rows merge into OUT by (passages, dense_index).
 """
@@ -71,15 +71,20 @@ def _shards(d: Path) -> list[Path]:
 
 
 # ---------------------------------------------------------------------------------------- children
-def child_build(work: str, kind: str) -> None:
-    """Child: build ``kind`` from the shard files; seconds, file size and own peak RSS on stdout."""
+def child_build(work: str, kind: str, ef_construction: str = "") -> None:
+    """Child: build ``kind`` from the shard files; seconds, file size and own peak RSS on stdout.
+    ``ef_construction``: HNSW types' efConstruction when given (else the configuration's default)."""
     from preqrag.retrieval.dense import build_faiss
 
     d = Path(work)
     files = _shards(d)
     dim = np.load(files[0], mmap_mode="r").shape[1]
+    cfg = type_config(kind, dim)
+    if ef_construction and kind.startswith("hnsw"):
+        cfg = cfg.model_copy(update={"hnsw_ef_construction": int(ef_construction)})
     t = time.perf_counter()
-    info = build_faiss(files, d / f"{kind}.faiss", type_config(kind, dim))
+    info = build_faiss(files, d / f"{kind}.faiss", cfg)
+    info["hnsw_ef_construction"] = cfg.hnsw_ef_construction if kind.startswith("hnsw") else None
     print(json.dumps({"info": info, "build_seconds": round(time.perf_counter() - t, 1),
                       "build_peak_rss_mb": _peak_mb()}))
 
@@ -211,6 +216,8 @@ def main(argv=None) -> int:
     ap.add_argument("--questions", default=str(HERE.parent.parent.parent / "shared" / "liverag-bench" / "dev.jsonl"))
     ap.add_argument("--size", type=int, default=5_000_000, help="documents (= passages here)")
     ap.add_argument("--types", default="ivf-pq+rflat,ivf-sq8,hnsw")
+    ap.add_argument("--hnsw-ef-construction", type=int, default=None,
+                    help="HNSW types' efConstruction (default: the configuration's, 200); recorded in the row")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", required=False)
@@ -241,7 +248,8 @@ def main(argv=None) -> int:
     for kind in ["flat"] + [k for k in args.types.split(",") if k != "flat"]:
         built_file = d / f"{kind}.build.json"
         if not (d / f"{kind}.faiss").exists() or not built_file.exists():
-            built_file.write_text(json.dumps(_child(["_build", str(d), kind])))
+            efc = [str(args.hnsw_ef_construction)] if args.hnsw_ef_construction else []
+            built_file.write_text(json.dumps(_child(["_build", str(d), kind, *efc])))
         built = json.loads(built_file.read_text())
         served = _child(["_serve", str(d), kind])
         if kind == "flat":
@@ -254,6 +262,7 @@ def main(argv=None) -> int:
             sweep.append(s)
         n = built["info"]["n"] or sum(np.load(f, mmap_mode="r").shape[0] for f in _shards(d))
         row = {"passages": int(n), "dense_index": kind, "factory": built["info"]["factory"] or served["factory"],
+               "hnsw_ef_construction": built["info"].get("hnsw_ef_construction"),
                "build_seconds": built["build_seconds"], "build_peak_rss_mb": built["build_peak_rss_mb"],
                "disk_mb": round((d / f"{kind}.faiss").stat().st_size / 2**20, 1), **served, "sweep": sweep,
                "embedder": "wordllama", "encoding": v["encoding"], "corpus": v["corpus"], "queries": len(qs),
@@ -280,7 +289,8 @@ def write_markdown(data: dict, path: Path) -> None:
                   "with its built types, whose build figures are in scale.json; else one passage per document). "
                   f"Target (issue 24): recall@10 >= {TARGET['recall@10']} against exact search at p50 <= "
                   f"{TARGET['p50_ms']:g} ms. Commands per row in ann_scale.json.", ""]
-    lines += md_table(rows, ["passages", "dense_index", "factory", "build_seconds", "build_peak_rss_mb", "disk_mb",
+    lines += md_table(rows, ["passages", "dense_index", "factory", "hnsw_ef_construction", "build_seconds",
+                             "build_peak_rss_mb", "disk_mb",
                              "open_seconds", "serve_rss_mb"])
     sweeps = [{"passages": r["passages"], "dense_index": r["dense_index"],
                "setting": ", ".join(f"{k} {v}" for k, v in s["setting"].items()) or "exact",
