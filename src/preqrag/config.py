@@ -119,7 +119,9 @@ class IndexConfig(_Section):
     hnsw_m: int = Field(32, ge=4, le=128, description=(
         "HNSW graph degree M (FAISS wiki: 32 is a good default; 4..64)."))
     hnsw_ef_construction: int = Field(200, ge=8, description=(
-        "HNSW efConstruction: candidate list while building (higher: better graph, slower build)."))
+        "HNSW efConstruction: candidate list while building (higher: better graph, slower build; "
+        "measured on 2 cores at 5M x 256-d hnsw-sq8: 64 inserts ~3.4x faster than 200 but tops out at "
+        "recall@10 0.914, docs/indexing.md)."))
     hnsw_ef_search: int = Field(128, ge=1, description=(
         "HNSW efSearch at query time (>= top-k; higher: better recall, slower)."))
     ivf_nlist: int = Field(0, ge=0, description=(
