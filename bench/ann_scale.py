@@ -245,9 +245,15 @@ def main(argv=None) -> int:
     command = "python bench/ann_scale.py " + " ".join(placeholders(argv or sys.argv[1:]))
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
     exact = None
+    from preqrag.config import IndexConfig
+
+    want_efc = args.hnsw_ef_construction or IndexConfig().hnsw_ef_construction
     for kind in ["flat"] + [k for k in args.types.split(",") if k != "flat"]:
         built_file = d / f"{kind}.build.json"
-        if not (d / f"{kind}.faiss").exists() or not built_file.exists():
+        # a kept HNSW build made with another efConstruction is rebuilt, not reported under this one
+        stale = (kind.startswith("hnsw") and built_file.exists()
+                 and json.loads(built_file.read_text())["info"].get("hnsw_ef_construction", want_efc) != want_efc)
+        if stale or not (d / f"{kind}.faiss").exists() or not built_file.exists():
             efc = [str(args.hnsw_ef_construction)] if args.hnsw_ef_construction else []
             built_file.write_text(json.dumps(_child(["_build", str(d), kind, *efc])))
         built = json.loads(built_file.read_text())
