@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     cfg = EmbedderConfig(name="wordllama")
     enc = load_encoder(cfg)
     model = enc._load()
-    ntok = sum(len(e.ids) for e in model.tokenizer.encode_batch(texts[:2000], add_special_tokens=False)) / min(2000, len(texts))
+    ntok = sum(map(enc.count_tokens, texts)) / len(texts)  # not encode_batch: WordLlama's tokenizer pads batches
 
     def library(ts):
         return np.nan_to_num(np.asarray(model.embed(ts, norm=True, batch_size=max(cfg.batch_size, 256)), np.float32))

@@ -29,8 +29,8 @@ def test_encodes_unit_vectors_that_rank_paraphrases_first():
 
 
 def test_encode_equals_wordllamas_own_embed_on_smoke_passages(small_corpus):
-    """preqrag pools with a sparse count matrix instead of WordLlamaInference.embed (3x faster at
-    passage length, bench/wordllama_encode.py): the vectors must be the library's own, including a
+    """preqrag pools with a sparse count matrix instead of WordLlamaInference.embed (2.5x faster on
+    bench passages, bench/wordllama_encode.py): the vectors must be the library's own, including a
     text with no token (all zero), texts longer than one batch of the other, and a repeated token."""
     import json
 

@@ -4,7 +4,7 @@ WordLlama (Miller, 2024, https://github.com/dleemiller/WordLlama) keeps the toke
 large LLM, trained with a contrastive objective to be averaged: a text's vector is the mean of its
 token vectors, L2-normalised. The bundled ``l2_supercat`` model has 256 dimensions (Matryoshka:
 truncatable) and a 32k-token vocabulary. Encoding costs tokenisation, a table lookup and a mean per
-text — about 3,500 passages of ~370 tokens per second on two CPU cores against ~16–33 for
+text — about 3,600 passages of ~240 tokens per second on two CPU cores against ~16–33 for
 all-MiniLM-L6-v2 — and retrieval quality is far lower. Use it where encoding speed matters more than ranking: scale tests
 (issue 11's 1M–5M-passage rows) and very large indexes on CPU-only machines.
 
@@ -14,10 +14,10 @@ The model is loaded here from the package's own files (``weights/l2_supercat_256
 ``tokenizers/``, so with downloads disabled it fails.
 
 The mean is computed here, not by ``WordLlamaInference.embed``: that pads every batch to its
-longest text and multiplies a ``(batch, length, dim)`` array by the mask, so at ~250-token passages
+longest text and multiplies a ``(batch, length, dim)`` array by the mask, so on passages
 it spends most of its time on padding. Here each batch is a sparse (texts × vocabulary) matrix of
 token counts (SciPy CSR) times the table — the same vectors (bit-identical on 20,000 bench passages
-of 369 tokens on average) at 2.3 times the rate: 1,542 → 3,479 passages/s on two AVX2 cores, where
+of 236 tokens on average) at 2.5 times the rate: 1,451 → 3,597 passages/s on two AVX2 cores, where
 tokenisation is now most of the time (``bench/wordllama_encode.py``, docs/bench/wordllama_encode.json).
 """
 
