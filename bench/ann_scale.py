@@ -28,7 +28,9 @@ Usage:
          --size 5000000 --types ivf-pq+rflat,ivf-sq8 --workdir WORK [--queries 200] [--seed 0] \\
          [--hnsw-ef-construction 64] [-o docs/bench/ann_scale.json]
 Everything in ``WORKDIR/N`` is kept and reused by a later call with the same size (corpus, vector
-shards, built types: delete a file to redo its step). Rows merge into OUT by (passages, dense_index).
+shards, built types: delete a file to redo its step); an interrupted build resumes from its checkpoint
+(:func:`~preqrag.retrieval.dense.build_faiss`, every 10 minutes), its ``build_seconds`` the sum of the
+calls. Rows merge into OUT by (passages, dense_index, hnsw_ef_construction).
 """
 
 from __future__ import annotations
@@ -83,9 +85,12 @@ def child_build(work: str, kind: str, ef_construction: str = "") -> None:
     if ef_construction and kind.startswith("hnsw"):
         cfg = cfg.model_copy(update={"hnsw_ef_construction": int(ef_construction)})
     t = time.perf_counter()
-    info = build_faiss(files, d / f"{kind}.faiss", cfg)
+    info = build_faiss(files, d / f"{kind}.faiss", cfg)  # resumes from a checkpoint an interrupted call left
     info["hnsw_ef_construction"] = cfg.hnsw_ef_construction if kind.startswith("hnsw") else None
-    print(json.dumps({"info": info, "build_seconds": round(time.perf_counter() - t, 1),
+    # a resumed build: the interrupted calls' seconds are added; the peak is this call's (an index
+    # built in memory only grows, so the last call's peak is the build's)
+    before = info.get("resumed", {}).get("seconds_before", 0.0)
+    print(json.dumps({"info": info, "build_seconds": round(time.perf_counter() - t + before, 1),
                       "build_peak_rss_mb": _peak_mb()}))
 
 
@@ -276,9 +281,11 @@ def main(argv=None) -> int:
                "command": command}
         print(json.dumps({k: row[k] for k in ("passages", "dense_index", "build_seconds", "build_peak_rss_mb",
                                                 "open_seconds", "serve_rss_mb", "sweep")}), flush=True)
-        data["rows"] = [r for r in data["rows"] if (r["passages"], r["dense_index"]) != (row["passages"], kind)]
+        key = (row["passages"], kind, row["hnsw_ef_construction"])  # HNSW rows of other efConstruction kept
+        data["rows"] = [r for r in data["rows"]
+                        if (r["passages"], r["dense_index"], r.get("hnsw_ef_construction")) != key]
         data["rows"].append(row)
-        data["rows"].sort(key=lambda r: (r["passages"], r["dense_index"]))
+        data["rows"].sort(key=lambda r: (r["passages"], r["dense_index"], r.get("hnsw_ef_construction") or 0))
         atomic_write_text(out, json.dumps(data, indent=1) + "\n")
         write_markdown(data, out.with_suffix(".md"))
     return 0

@@ -239,3 +239,58 @@ def test_refined_ivf_index_written_from_shards_equals_faiss_own_file(tmp_path, m
     monkeypatch.setattr(dense_module, "_refine_layout", other_layout)  # a FAISS that writes IxRF otherwise
     build_faiss(paths, tmp_path / "fallback.faiss", cfg)  # FAISS's own in-memory build: the same file
     assert (tmp_path / "fallback.faiss").read_bytes() == (tmp_path / "ref.faiss").read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["hnsw-sq8", "ivf-sq8", "ivf-pq+refine"])
+def test_interrupted_build_resumes_from_its_checkpoint_to_the_same_file(kind, vectors, tmp_path, monkeypatch):
+    """A build that dies after some shards resumes from ``<path>.checkpoint``: training kept, only
+    the remaining shards added, HNSW's level generator replayed; with one FAISS thread the file is
+    byte-identical to an uninterrupted build's. A checkpoint of other settings or other vectors is
+    not used."""
+    import faiss
+
+    cfg = {"hnsw-sq8": IndexConfig(dense_index="hnsw-sq8", hnsw_m=4, hnsw_ef_construction=16),
+           "ivf-sq8": IndexConfig(dense_index="ivf-sq8", ivf_nlist=2),
+           "ivf-pq+refine": IndexConfig(dense_index="ivf-pq", pq_m=48, pq_nbits=4, ivf_nlist=1, refine="flat")}[kind]
+    paths = []
+    for j, start in enumerate(range(0, len(vectors), 9)):
+        paths.append(tmp_path / f"emb_{j:05d}.npy")
+        np.save(paths[-1], vectors[start:start + 9])
+    assert len(paths) >= 6
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)  # HNSW inserts on several threads are not deterministic
+    try:
+        whole = tmp_path / "whole.faiss"
+        assert "resumed" not in build_faiss(paths, whole, cfg, checkpoint_seconds=None)
+
+        real_load, reads = np.load, []
+
+        def dies_on_the_fifth_shard(file, *args, **kwargs):
+            if kwargs.get("mmap_mode") is None and Path(file) in paths:
+                reads.append(file)
+                if len(reads) == 5:
+                    raise OSError("worker lost")
+            return real_load(file, *args, **kwargs)
+
+        out = tmp_path / "dense.faiss"
+        monkeypatch.setattr(np, "load", dies_on_the_fifth_shard)
+        with pytest.raises(OSError, match="worker lost"):
+            build_faiss(paths, out, cfg, checkpoint_seconds=0)  # a checkpoint after every shard
+        monkeypatch.setattr(np, "load", real_load)
+        checkpoint, state = tmp_path / "dense.faiss.checkpoint", tmp_path / "dense.faiss.checkpoint.json"
+        assert not out.exists() and checkpoint.exists() and json.loads(state.read_text())["rows"] == 4 * 9
+
+        other = cfg.model_copy(update={"train_size": cfg.train_size + 1})  # other settings: built afresh
+        assert "resumed" not in build_faiss(paths, tmp_path / "other.faiss", other, checkpoint_seconds=0)
+        (tmp_path / "other.faiss.checkpoint").write_bytes(checkpoint.read_bytes())
+        (tmp_path / "other.faiss.checkpoint.json").write_text(state.read_text())
+        np.save(paths[-1], -vectors[len(vectors) - len(np.load(paths[-1])):])  # same shapes, other vectors
+        assert "resumed" not in build_faiss(paths, tmp_path / "other.faiss", cfg, checkpoint_seconds=0)
+        np.save(paths[-1], vectors[9 * (len(paths) - 1):])
+
+        info = build_faiss(paths, out, cfg, checkpoint_seconds=0)
+        assert info["resumed"]["rows"] == 4 * 9 and info["n"] == len(vectors)
+        assert out.read_bytes() == whole.read_bytes()
+        assert not checkpoint.exists() and not state.exists()
+    finally:
+        faiss.omp_set_num_threads(threads)

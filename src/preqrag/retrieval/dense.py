@@ -3,12 +3,17 @@
 The index type is chosen at build time by ``[index] dense_index`` (see
 :class:`preqrag.config.IndexConfig`); the passage vectors are added shard by shard, so
 building needs memory for the index structure itself, not for a second copy of every vector.
+Types built in memory are checkpointed every :data:`CHECKPOINT_SECONDS`, and an interrupted build
+resumes from its checkpoint (:func:`build_faiss`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -203,7 +208,85 @@ def write_flat_index(sources: Sequence, path: str | Path, dim: int, n: int, base
     tmp.replace(path)
 
 
-def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -> dict:
+CHECKPOINT_SECONDS = 600.0
+"""Default seconds between checkpoints of an index built in memory (:func:`build_faiss`). A
+checkpoint writes the whole index so far (at 5M × 256-d HNSW-SQ8 up to 2.6 GB, tens of seconds on
+a local disk), so ten minutes keeps the cost to a few per cent of a build that takes hours while
+an interruption loses at most ten minutes of inserts."""
+
+
+def _checkpoint_paths(path: Path) -> tuple[Path, Path]:
+    """``(index, state)``: the checkpoint files of the index being built at ``path``."""
+    return path.with_name(path.name + ".checkpoint"), path.with_name(path.name + ".checkpoint.json")
+
+
+def _ends_sha256(shards: Sequence[np.ndarray]) -> str:
+    """SHA-256 of each shard's first and last rows (float32): what a checkpoint must match besides
+    shapes and settings (:func:`build_faiss`), two pages per memory-mapped file."""
+    digest = hashlib.sha256()
+    for shard in shards:
+        if len(shard):
+            digest.update(np.asarray(shard[0], dtype=np.float32).tobytes())
+            digest.update(np.asarray(shard[-1], dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def _restore_level_rng(index, n_added: int) -> None:
+    """Bring a reloaded HNSW index's level generator to where ``n_added`` inserts left it.
+
+    FAISS draws each new vertex's level from ``hnsw.rng`` (one draw per vertex,
+    ``HNSW::random_level``) and does not serialise the generator: a read index starts again from
+    its seed, so later inserts would repeat the first vertices' levels. Drawing ``n_added`` levels
+    replays the sequence; with the same batches (one per shard) and one thread a resumed build is
+    then byte-identical to an uninterrupted one (tests/test_dense_index.py)."""
+    import faiss
+
+    if isinstance(index, faiss.IndexHNSW):
+        hnsw = index.hnsw
+        for _ in range(n_added):
+            hnsw.random_level()
+
+
+def _resume_checkpoint(path: Path, key: dict, starts: Sequence[int]):
+    """The checkpointed index of an interrupted build with the same ``key``, or ``None`` (no
+    checkpoint, another key, or an index that does not end at a shard boundary: the stale files
+    are removed). The shards already added follow from the index's own ``ntotal``, so a crash
+    between writing the index and the state cannot mislead the resume."""
+    import faiss
+
+    ck, state = _checkpoint_paths(path)
+    try:
+        saved = json.loads(state.read_text())
+        if {k: v for k, v in saved.get("key", {}).items() if k != "train_size_used"} != key or not ck.exists():
+            raise ValueError("another build")
+        index = faiss.read_index(str(ck))
+        if index.ntotal not in starts:
+            raise ValueError("not at a shard boundary")
+    except (OSError, ValueError, RuntimeError):
+        ck.unlink(missing_ok=True)
+        state.unlink(missing_ok=True)
+        return None, {}
+    return index, {**saved, "train_size_used": saved["key"].get("train_size_used", 0)}
+
+
+def _write_checkpoint(index, path: Path, key: dict, seconds: float) -> None:
+    """Write ``index`` as the build's checkpoint (temporary name, fsync, rename), then its state
+    (``key`` and the add seconds so far)."""
+    import faiss
+
+    ck, state = _checkpoint_paths(path)
+    tmp = ck.with_name(ck.name + ".tmp")
+    faiss.write_index(index, str(tmp))
+    with open(tmp, "rb") as fh:
+        os.fsync(fh.fileno())
+    tmp.replace(ck)
+    tmp_state = state.with_name(state.name + ".tmp")
+    tmp_state.write_text(json.dumps({"key": key, "rows": int(index.ntotal), "seconds": round(seconds, 1)}))
+    tmp_state.replace(state)
+
+
+def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
+                checkpoint_seconds: float | None = CHECKPOINT_SECONDS) -> dict:
     """Write a FAISS inner-product index of the passage vectors to ``path``.
 
     Args:
@@ -213,8 +296,18 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
         path: output file (written to a temporary name, then renamed).
         cfg: :class:`~preqrag.config.IndexConfig` (``None``: exact flat index).
 
+        checkpoint_seconds: for the types built in memory (all but ``flat``), write the index so
+            far to ``<path>.checkpoint`` (+ ``.checkpoint.json``, its settings) after the first
+            shard that ends this many seconds after the last checkpoint; ``None``: never. Default
+            :data:`CHECKPOINT_SECONDS`. A later call with the same vectors (shapes plus each
+            shard's first and last rows) and settings resumes from the checkpoint instead of
+            starting again; the checkpoint files are removed once ``path`` is written.
+
     Returns:
-        What to record in the manifest: ``{"type", "factory", "n", "dim", "train_size"}``.
+        What to record in the manifest: ``{"type", "factory", "n", "dim", "train_size"}``, plus
+        ``"resumed": {"rows", "seconds_before"}`` (rows found in the checkpoint and the seconds
+        the interrupted calls had spent) when the build resumed, and ``"checkpoints": {"written",
+        "seconds"}`` (this call's checkpoints and the seconds spent writing them) when any.
 
     With unit-norm vectors inner product equals cosine similarity. IVF/PQ and SQ8 types are
     trained on ``cfg.train_size`` rows sampled uniformly with seed :data:`TRAIN_SEED`.
@@ -224,6 +317,14 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     into the file the same way (:func:`write_flat_index` with ``base``); ``hnsw`` holds its
     float32 vectors and graph in memory (``hnsw-sq8``: 8-bit codes instead), the IVF types their
     codes.
+
+    Resume: the checkpointed index is read back, its IVF/SQ training kept, and the shards after
+    its last row added; HNSW's level generator is replayed (:func:`_restore_level_rng`), so with
+    one FAISS thread the resumed file is byte-identical to an uninterrupted build's (with several
+    threads HNSW inserts are not deterministic in either case). At 5M × 256-d, HNSW-SQ8 with
+    efConstruction 200 would take about 2.7 h on 2 cores (arithmetic on its measured insert rate,
+    docs/indexing.md): the checkpoints let such
+    a build span interrupted sessions or preemptible machines.
     """
     import faiss
 
@@ -235,6 +336,9 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
     lengths = [len(s) for s in shards]
     n = sum(lengths)
     dim = shards[0].shape[1]
+    # what a checkpoint must match besides shapes and settings: each shard's first and last rows
+    # (two pages per file; the index build's own work directory is keyed by the corpus hash)
+    ends_sha256 = _ends_sha256(shards)
     # a mapped file's touched pages count in this process's resident memory for as long as it stays
     # mapped: keep only in-memory arrays; files are mapped again one at a time for the sample
     shards = [None if isinstance(src, (str, Path)) else s for src, s in zip(sources, shards)]
@@ -254,34 +358,63 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None) -
             pass
     base_spec = (factory_string(cfg.dense_index, n, dim, cfg.model_copy(update={"refine": "none"}))
                  if stream_refine else spec)
-    index = faiss.index_factory(dim, base_spec, faiss.METRIC_INNER_PRODUCT)
-    if cfg.dense_index in ("hnsw", "hnsw-sq8"):
-        index.hnsw.efConstruction = cfg.hnsw_ef_construction
-    trained_on = 0
-    if not index.is_trained:
-        rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(n, size=min(n, cfg.train_size), replace=False))
-        starts = np.cumsum([0] + lengths)
-        # the sample's rows only, each file mapped while its rows are copied: readahead brings in
-        # far more than the sampled rows (at 5M × 256-d the sample of 100,000 touched ~4 GB of the
-        # 5.1 GB of files, which stayed resident while the maps lived)
-        sample = np.concatenate([_rows_of(src, s, rows[(rows >= a) & (rows < b)] - a)
-                                 for src, s, a, b in zip(sources, shards, starts[:-1], starts[1:])])
-        index.train(sample)
-        trained_on = len(sample)
-        del sample
+    path = Path(path)
+    t_start = time.perf_counter()
+    hnsw = cfg.dense_index in ("hnsw", "hnsw-sq8")
+    key = {"factory": base_spec, "n": int(n), "dim": int(dim), "lengths": [int(x) for x in lengths],
+           "ef_construction": cfg.hnsw_ef_construction if hnsw else None,
+           "train_size": cfg.train_size, "train_seed": TRAIN_SEED,
+           "rows_sha256": ends_sha256}
+    starts = np.cumsum([0] + lengths)
+    index, saved = _resume_checkpoint(path, key, starts) if checkpoint_seconds is not None else (None, {})
+    resumed_rows = int(index.ntotal) if index is not None else 0
+    trained_on = int(saved.get("train_size_used", 0))
+    if index is None:
+        index = faiss.index_factory(dim, base_spec, faiss.METRIC_INNER_PRODUCT)
+        if hnsw:
+            index.hnsw.efConstruction = cfg.hnsw_ef_construction
+        if not index.is_trained:
+            rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(n, size=min(n, cfg.train_size), replace=False))
+            # the sample's rows only, each file mapped while its rows are copied: readahead brings in
+            # far more than the sampled rows (at 5M × 256-d the sample of 100,000 touched ~4 GB of the
+            # 5.1 GB of files, which stayed resident while the maps lived)
+            sample = np.concatenate([_rows_of(src, s, rows[(rows >= a) & (rows < b)] - a)
+                                     for src, s, a, b in zip(sources, shards, starts[:-1], starts[1:])])
+            index.train(sample)
+            trained_on = len(sample)
+            del sample
+    else:
+        _restore_level_rng(index, resumed_rows)
+    key_state = {**key, "train_size_used": trained_on}
+    seconds_before = float(saved.get("seconds", 0.0))
+    last_checkpoint, checkpoints = time.monotonic(), []
     # each shard's vectors are read, not mapped, to add them: mapped pages would count in the
     # build's resident memory (~the whole vector set by the end)
-    for src, shard in zip(sources, shards):
+    first = int(np.searchsorted(starts, resumed_rows))
+    for i in range(first, len(sources)):
+        src, shard = sources[i], shards[i]
         arr = np.load(src) if isinstance(src, (str, Path)) else shard
         index.add(np.ascontiguousarray(arr, dtype=np.float32))
+        del arr
+        if (checkpoint_seconds is not None and i + 1 < len(sources)
+                and time.monotonic() - last_checkpoint >= checkpoint_seconds):
+            t_ck = time.perf_counter()
+            _write_checkpoint(index, path, key_state, seconds_before + t_ck - t_start)
+            checkpoints.append(time.perf_counter() - t_ck)
+            last_checkpoint = time.monotonic()
     info = {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": trained_on}
+    if resumed_rows:
+        info["resumed"] = {"rows": resumed_rows, "seconds_before": seconds_before}
+    if checkpoints:
+        info["checkpoints"] = {"written": len(checkpoints), "seconds": round(sum(checkpoints), 1)}
     if stream_refine:
         write_flat_index(sources, path, dim, n, base=index)
-        return info
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    faiss.write_index(index, str(tmp))
-    tmp.replace(path)
+    else:
+        tmp = path.with_name(path.name + ".tmp")
+        faiss.write_index(index, str(tmp))
+        tmp.replace(path)
+    for f in _checkpoint_paths(path):
+        f.unlink(missing_ok=True)
     return info
 
 
