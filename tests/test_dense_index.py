@@ -288,8 +288,11 @@ def test_interrupted_build_resumes_from_its_checkpoint_to_the_same_file(kind, ve
         assert "resumed" not in build_faiss(paths, tmp_path / "other.faiss", cfg, checkpoint_seconds=0)
         np.save(paths[-1], vectors[9 * (len(paths) - 1):])
 
-        info = build_faiss(paths, out, cfg, checkpoint_seconds=0)
+        seen = []
+        info = build_faiss(paths, out, cfg, checkpoint_seconds=0, progress=lambda *a: seen.append(a))
         assert info["resumed"]["rows"] == 4 * 9 and info["n"] == len(vectors)
+        assert seen[0] == ("dense index", 4 * 9, len(vectors)) and seen[-1] == ("dense index", len(vectors), len(vectors))
+        assert [d for _, d, _ in seen] == sorted({d for _, d, _ in seen}) and len(seen) == len(paths) - 4 + 1
         assert out.read_bytes() == whole.read_bytes()
         assert not checkpoint.exists() and not state.exists()
     finally:

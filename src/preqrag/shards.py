@@ -274,7 +274,7 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
 
     # 3. dense index from the merged vector files (memory-mapped, added file by file)
     t = time.perf_counter()
-    dense_index = build_faiss(vec_files, partial / "dense.faiss", cfg.index)
+    dense_index = build_faiss(vec_files, partial / "dense.faiss", cfg.index, progress=progress)
     for f in vec_files:
         f.unlink()
     seconds["dense"] = time.perf_counter() - t

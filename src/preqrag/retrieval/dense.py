@@ -14,7 +14,7 @@ import json
 import math
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -286,7 +286,8 @@ def _write_checkpoint(index, path: Path, key: dict, seconds: float) -> None:
 
 
 def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
-                checkpoint_seconds: float | None = CHECKPOINT_SECONDS) -> dict:
+                checkpoint_seconds: float | None = CHECKPOINT_SECONDS,
+                progress: Callable[[str, int, int], None] | None = None) -> dict:
     """Write a FAISS inner-product index of the passage vectors to ``path``.
 
     Args:
@@ -302,6 +303,8 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
             :data:`CHECKPOINT_SECONDS`. A later call with the same vectors (shapes plus each
             shard's first and last rows) and settings resumes from the checkpoint instead of
             starting again; the checkpoint files are removed once ``path`` is written.
+        progress: optional callback ``(phase, done, total)``: ``("dense index", rows added, n)``
+            after each shard of the types built in memory (at resume, first with the checkpoint's rows).
 
     Returns:
         What to record in the manifest: ``{"type", "factory", "n", "dim", "train_size"}``, plus
@@ -391,11 +394,15 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     # each shard's vectors are read, not mapped, to add them: mapped pages would count in the
     # build's resident memory (~the whole vector set by the end)
     first = int(np.searchsorted(starts, resumed_rows))
+    if progress:
+        progress("dense index", resumed_rows, int(n))
     for i in range(first, len(sources)):
         src, shard = sources[i], shards[i]
         arr = np.load(src) if isinstance(src, (str, Path)) else shard
         index.add(np.ascontiguousarray(arr, dtype=np.float32))
         del arr
+        if progress:
+            progress("dense index", int(starts[i + 1]), int(n))
         if (checkpoint_seconds is not None and i + 1 < len(sources)
                 and time.monotonic() - last_checkpoint >= checkpoint_seconds):
             t_ck = time.perf_counter()
