@@ -296,7 +296,6 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
             them) in passage order; row ``i`` = passage ``i``.
         path: output file (written to a temporary name, then renamed).
         cfg: :class:`~preqrag.config.IndexConfig` (``None``: exact flat index).
-
         checkpoint_seconds: for the types built in memory (all but ``flat``), write the index so
             far to ``<path>.checkpoint`` (+ ``.checkpoint.json``, its settings) after the first
             shard that ends this many seconds after the last checkpoint; ``None``: never. Default
@@ -326,8 +325,8 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     one FAISS thread the resumed file is byte-identical to an uninterrupted build's (with several
     threads HNSW inserts are not deterministic in either case). At 5M × 256-d, HNSW-SQ8 with
     efConstruction 200 would take about 2.7 h on 2 cores (arithmetic on its measured insert rate,
-    docs/indexing.md): the checkpoints let such
-    a build span interrupted sessions or preemptible machines.
+    docs/indexing.md): the checkpoints let such a build span interrupted sessions or preemptible
+    machines.
     """
     import faiss
 
