@@ -306,12 +306,13 @@ def write_markdown(data: dict, path: Path) -> None:
                              "build_peak_rss_mb", "disk_mb",
                              "open_seconds", "serve_rss_mb"])
     sweeps = [{"passages": r["passages"], "dense_index": r["dense_index"],
-               "hnsw_ef_construction": r.get("hnsw_ef_construction"), "setting": ", ".join(f"{k} {v}" for k, v in s["setting"].items()) or "exact",
+               "hnsw_ef_construction": r.get("hnsw_ef_construction"),
+               "setting": ", ".join(f"{k} {v}" for k, v in s["setting"].items()) or "exact",
                **{k: s[k] for k in ("dense_p50_ms", "dense_p95_ms", "recall@10", "meets_target")}}
               for r in rows for s in r["sweep"]]
     lines += ["", "One query at a time (p50 / p95 ms of one search, query encoding excluded), recall@10 against flat:", ""]
-    lines += md_table(sweeps, ["passages", "dense_index", "hnsw_ef_construction", "setting", "dense_p50_ms", "dense_p95_ms", "recall@10",
-                               "meets_target"])
+    lines += md_table(sweeps, ["passages", "dense_index", "hnsw_ef_construction", "setting", "dense_p50_ms",
+                               "dense_p95_ms", "recall@10", "meets_target"])
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 

@@ -303,7 +303,8 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
         t = time.perf_counter()
         shards = encode_passages(partial / "passages.parquet", partial, encoder, cfg.embedder.batch_size,
                                  progress=progress)
-        dense_index = build_faiss(shards, partial / "dense.faiss", cfg.index, progress=progress)  # shard by shard, memory-mapped
+        # shard by shard, memory-mapped; resumes from its checkpoint after an interruption
+        dense_index = build_faiss(shards, partial / "dense.faiss", cfg.index, progress=progress)
         for s in shards:
             s.unlink()
         seconds["dense"] = time.perf_counter() - t
