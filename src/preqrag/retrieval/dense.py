@@ -210,7 +210,7 @@ def write_flat_index(sources: Sequence, path: str | Path, dim: int, n: int, base
 
 CHECKPOINT_SECONDS = 600.0
 """Default seconds between checkpoints of an index built in memory (:func:`build_faiss`). A
-checkpoint writes the whole index so far (at 5M × 256-d HNSW-SQ8 up to 2.5 GB), so ten minutes
+checkpoint writes the whole index so far (at 5M × 256-d HNSW-SQ8 up to 2.64 GB), so ten minutes
 keeps the cost small for a build that takes hours — measured: 14 checkpoints, 75.2 s of a
 9,045 s build (0.8 %; ``bench/ann_scale.py --size 5000000 --types hnsw-sq8``, docs/indexing.md) —
 while an interruption loses at most ten minutes of inserts."""
