@@ -14,7 +14,7 @@ skips the rest:
 3. **Exact reference**: the ``flat`` type (:func:`preqrag.retrieval.dense.build_faiss` writes it
    straight from the shards), searched memory-mapped for ``--queries`` dev questions (the same
    fixed-seed sample as scale.py; encoded once with WordLlama).
-4. **Each type** in ``--types`` (``hnsw``, ``ivf-sq8``, ``ivf-pq``, ``T+rflat`` = ``refine = "flat"``;
+4. **Each type** in ``--types`` (``hnsw``, ``hnsw-sq8``, ``ivf-sq8``, ``ivf-pq``, ``T+rflat`` = ``refine = "flat"``;
    :func:`scale.type_config`): built in a child process from the shard files (seconds, the child's
    peak RSS = its own ``VmHWM``, scale.py's ``_peak_mb``), then served in another child: :class:`DenseRetriever` opens it
    memory-mapped (``open_seconds``) and searches the query vectors one at a time at each search-time
@@ -26,11 +26,13 @@ skips the rest:
 Usage:
   python bench/ann_scale.py --source IDX --questions ../shared/liverag-bench/dev.jsonl \\
          --size 5000000 --types ivf-pq+rflat,ivf-sq8 --workdir WORK [--queries 200] [--seed 0] \\
-         [--hnsw-ef-construction 64] [-o docs/bench/ann_scale.json]
+         [--hnsw-ef-construction 64] [--reuse-base] [-o docs/bench/ann_scale.json]
 Everything in ``WORKDIR/N`` is kept and reused by a later call with the same size (corpus, vector
 shards, built types: delete a file to redo its step); an interrupted build resumes from its checkpoint
 (:func:`~preqrag.retrieval.dense.build_faiss`, every 10 minutes), its ``build_seconds`` the sum of the
-calls. Rows merge into OUT by (passages, dense_index, hnsw_ef_construction).
+calls. ``--reuse-base`` makes a ``T+rflat`` type from a kept ``T.faiss`` built with the same settings
+(:func:`child_refine`: the refine build's own last step) instead of building ``T`` again. Rows merge
+into OUT by (passages, dense_index, hnsw_ef_construction).
 """
 
 from __future__ import annotations
@@ -57,13 +59,15 @@ SWEEP = {
     "hnsw": [{"hnsw_ef_search": e} for e in (16, 32, 64, 128, 256, 512, 768, 1024)],
     "ivf": [{"ivf_nprobe": p} for p in (16, 32, 64, 128, 256, 512, 1024)],
     "rflat": [{"ivf_nprobe": p, "refine_k_factor": k} for k in (16, 64) for p in (32, 64, 128, 256, 512, 1024)],
+    # HNSW candidates = max(efSearch, k_factor x 10): small factors, the breadth set by efSearch
+    "hnsw+rflat": [{"hnsw_ef_search": e, "refine_k_factor": k} for k in (2, 4) for e in (256, 512, 768, 1024)],
 }
 """Search-time settings measured per type (defaults: efSearch 128, nprobe 32, k_factor 16)."""
 
 
 def _sweep(kind: str) -> list[dict]:
     if kind.endswith("+rflat"):
-        return SWEEP["rflat"]
+        return SWEEP["hnsw+rflat"] if kind.startswith("hnsw") else SWEEP["rflat"]
     return SWEEP["hnsw"] if kind.startswith("hnsw") else SWEEP["ivf"] if kind.startswith("ivf") else [{}]
 
 
@@ -73,9 +77,10 @@ def _shards(d: Path) -> list[Path]:
 
 
 # ---------------------------------------------------------------------------------------- children
-def child_build(work: str, kind: str, ef_construction: str = "") -> None:
+def child_build(work: str, kind: str, ef_construction: str = "", reuse_base: str = "") -> None:
     """Child: build ``kind`` from the shard files; seconds, file size and own peak RSS on stdout.
-    ``ef_construction``: HNSW types' efConstruction when given (else the configuration's default)."""
+    ``ef_construction``: HNSW types' efConstruction when given (else the configuration's default).
+    ``reuse_base`` (``"1"``): a ``T+rflat`` type is made from the kept ``T.faiss`` (:func:`child_refine`)."""
     from preqrag.retrieval.dense import build_faiss
 
     d = Path(work)
@@ -84,6 +89,8 @@ def child_build(work: str, kind: str, ef_construction: str = "") -> None:
     cfg = type_config(kind, dim)
     if ef_construction and kind.startswith("hnsw"):
         cfg = cfg.model_copy(update={"hnsw_ef_construction": int(ef_construction)})
+    if reuse_base and kind.endswith("+rflat"):
+        return child_refine(d, kind, cfg, files, dim)
     t = time.perf_counter()
     info = build_faiss(files, d / f"{kind}.faiss", cfg)  # resumes from a checkpoint an interrupted call left
     info["hnsw_ef_construction"] = cfg.hnsw_ef_construction if kind.startswith("hnsw") else None
@@ -92,6 +99,39 @@ def child_build(work: str, kind: str, ef_construction: str = "") -> None:
     before = info.get("resumed", {}).get("seconds_before", 0.0)
     print(json.dumps({"info": info, "build_seconds": round(time.perf_counter() - t + before, 1),
                       "build_peak_rss_mb": _peak_mb()}))
+
+
+def child_refine(d: Path, kind: str, cfg, files: list[Path], dim: int) -> None:
+    """Child (``--reuse-base``): ``T+rflat`` from the kept build of its base type ``T``, without
+    building ``T`` again. :func:`~preqrag.retrieval.dense.build_faiss` with ``refine = "flat"``
+    builds ``T``'s part in memory exactly as for ``T`` (same factory string, training sample and
+    efConstruction) and then streams the exact vectors after it with ``write_flat_index(...,
+    base=...)``; this child reads ``T.faiss`` into memory (as the build holds it at that point) and
+    runs that same last step. ``build_seconds`` = ``T``'s build + this write; the peak = the larger
+    of ``T``'s build peak and this child's. Refused when ``T.build.json`` records other settings."""
+    import faiss
+
+    from preqrag.retrieval.dense import factory_string, write_flat_index
+
+    base_kind = kind.removesuffix("+rflat")
+    base_built = json.loads((d / f"{base_kind}.build.json").read_text())
+    n = sum(np.load(f, mmap_mode="r").shape[0] for f in files)
+    base_spec = factory_string(base_kind, n, dim, cfg.model_copy(update={"refine": "none"}))
+    info = dict(base_built["info"])
+    want_efc = cfg.hnsw_ef_construction if kind.startswith("hnsw") else None
+    if info.get("factory") != base_spec or info.get("hnsw_ef_construction") != want_efc:
+        raise SystemExit(f"{base_kind}.build.json: {info.get('factory')} efConstruction "
+                         f"{info.get('hnsw_ef_construction')}, not {base_spec} efConstruction {want_efc}")
+    t = time.perf_counter()
+    base = faiss.read_index(str(d / f"{base_kind}.faiss"))
+    write_flat_index(files, d / f"{kind}.faiss", dim, n, base=base)
+    seconds = time.perf_counter() - t
+    info.update({"type": kind, "factory": factory_string(base_kind, n, dim, cfg),
+                 "base_reused": {"file": f"{base_kind}.faiss", "build_seconds": base_built["build_seconds"],
+                                 "build_peak_rss_mb": base_built["build_peak_rss_mb"],
+                                 "refine_write_seconds": round(seconds, 1), "refine_write_peak_rss_mb": _peak_mb()}})
+    print(json.dumps({"info": info, "build_seconds": round(base_built["build_seconds"] + seconds, 1),
+                      "build_peak_rss_mb": max(base_built["build_peak_rss_mb"], _peak_mb())}))
 
 
 class _RowIds:
@@ -223,6 +263,9 @@ def main(argv=None) -> int:
     ap.add_argument("--types", default="ivf-pq+rflat,ivf-sq8,hnsw")
     ap.add_argument("--hnsw-ef-construction", type=int, default=None,
                     help="HNSW types' efConstruction (default: the configuration's, 200); recorded in the row")
+    ap.add_argument("--reuse-base", action="store_true",
+                    help="make a T+rflat type from the kept T.faiss (built with the same settings) instead of "
+                         "building T again: the refine build's own last step (child_refine)")
     ap.add_argument("--queries", type=int, default=200)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", required=False)
@@ -259,8 +302,8 @@ def main(argv=None) -> int:
         stale = (kind.startswith("hnsw") and built_file.exists()
                  and json.loads(built_file.read_text())["info"].get("hnsw_ef_construction", want_efc) != want_efc)
         if stale or not (d / f"{kind}.faiss").exists() or not built_file.exists():
-            efc = [str(args.hnsw_ef_construction)] if args.hnsw_ef_construction else []
-            built_file.write_text(json.dumps(_child(["_build", str(d), kind, *efc])))
+            efc = str(args.hnsw_ef_construction) if args.hnsw_ef_construction else ""
+            built_file.write_text(json.dumps(_child(["_build", str(d), kind, efc, "1" if args.reuse_base else ""])))
         built = json.loads(built_file.read_text())
         served = _child(["_serve", str(d), kind])
         if kind == "flat":

@@ -147,8 +147,8 @@ def child_build(corpus: str, index: str, config: str) -> None:
 
 
 def type_config(kind: str, dim: int):
-    """The IndexConfig of a row's dense type: ``flat``, ``hnsw``, ``ivf-sq8``, ``ivf-pq``, or an IVF
-    type with ``+rflat`` (``refine = "flat"``). PQ: the default 48 sub-quantisers, or the largest
+    """The IndexConfig of a row's dense type: ``flat``, ``hnsw``, ``hnsw-sq8``, ``ivf-sq8``, ``ivf-pq``, or
+    a lossy type with ``+rflat`` (``refine = "flat"``). PQ: the default 48 sub-quantisers, or the largest
     count that divides ``dim`` (32 for WordLlama's 256)."""
     from preqrag.config import IndexConfig
 

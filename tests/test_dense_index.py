@@ -143,37 +143,48 @@ def test_build_index_records_the_type_and_open_uses_it(small_corpus, test_config
     assert index.sparse.search([q], 5)[0].ids  # BM25 opened memory-mapped still answers
 
 
-def test_ivf_pq_refine_restores_recall_memory_mapped(vectors, tmp_path):
-    """``refine = "flat"`` (FAISS RFlat): the same lossy IVF-PQ candidates re-scored with the
-    exact vectors; recall@10 against flat rises to ~1, scores become exact inner products, the
-    refined index opens memory-mapped, and filters still apply (in the IVF candidate search)."""
+@pytest.mark.parametrize("kind", ["ivf-pq", "hnsw-sq8"])
+def test_refine_restores_recall_memory_mapped(kind, vectors, tmp_path):
+    """``refine = "flat"`` (FAISS RFlat) over a lossy type (PQ or 8-bit codes): the same candidates
+    re-scored with the exact vectors; recall@10 against flat rises to ~1, scores become exact inner
+    products, the refined index opens memory-mapped, and filters still apply (in the candidate search)."""
     n = len(vectors)
     exact = _retriever(tmp_path / "flat.faiss", n, IndexConfig(mmap=False))
     build_faiss(vectors, exact.faiss_path)
-    base_cfg = CASES["ivf-pq"][0]
-    refined_cfg = base_cfg.model_copy(update={"refine": "flat", "refine_k_factor": 8})
-    build_faiss(vectors, tmp_path / "pq.faiss", base_cfg)
-    info = build_faiss(vectors, tmp_path / "pqr.faiss", refined_cfg)
-    assert info["factory"].endswith(",RFlat")
+    base_cfg = CASES[kind][0]
+    refined_cfg = base_cfg.model_copy(update={"refine": "flat", "refine_k_factor": 8 if kind == "ivf-pq" else 2})
+    build_faiss(vectors, tmp_path / "base.faiss", base_cfg)
+    info = build_faiss(vectors, tmp_path / "refined.faiss", refined_cfg)
+    assert info["factory"] == factory_string(kind, n, vectors.shape[1], base_cfg) + ",RFlat"
     queries = vectors[:40]
     truth = _topk(exact, queries, 10)
-    plain = _topk(_retriever(tmp_path / "pq.faiss", n, base_cfg), queries, 10)
-    refined_r = _retriever(tmp_path / "pqr.faiss", n, refined_cfg)
+    plain_r = _retriever(tmp_path / "base.faiss", n, base_cfg)
+    plain = _topk(plain_r, queries, 10)
+    refined_r = _retriever(tmp_path / "refined.faiss", n, refined_cfg)
     refined = _topk(refined_r, queries, 10)
 
     def recall(got):
         return np.mean([len(set(a) & set(b)) / 10 for a, b in zip(truth, got)])
 
-    assert recall(refined) >= 0.95 and recall(refined) > recall(plain)
+    assert recall(refined) >= 0.95 and recall(refined) >= recall(plain)
+    if kind == "ivf-pq":  # 4-bit PQ codes lose much of the ranking; HNSW-SQ8's 8-bit codes little
+        assert recall(refined) > recall(plain)
     assert all(g[0] == i for i, g in enumerate(refined))  # exact scores: a passage finds itself first
+
+    def exact_scores(ranking):
+        return [float(vectors[int(p[1:])] @ queries[0]) for p in ranking.ids]
+
     top = refined_r.search_vectors(queries[:1], 3)[0]
-    assert np.allclose(top.scores, [float(vectors[int(p[1:])] @ queries[0]) for p in top.ids], atol=1e-5)
+    assert np.allclose(top.scores, exact_scores(top), atol=1e-5)
+    lossy = plain_r.search_vectors(queries[:1], 3)[0]
+    assert not np.allclose(lossy.scores, exact_scores(lossy), atol=1e-5)  # the codes' scores, re-scored above
     mask = np.zeros(n, dtype=bool)
     mask[::3] = True
     for row in _topk(refined_r, vectors[:10], 5, mask):
         assert row and all(i % 3 == 0 for i in row)
-    with pytest.raises(ValueError, match="refine"):
-        factory_string("hnsw", n, vectors.shape[1], IndexConfig(refine="flat"))
+    for exact_type in ("flat", "hnsw"):  # they score with the float32 vectors already
+        with pytest.raises(ValueError, match="refine"):
+            factory_string(exact_type, n, vectors.shape[1], IndexConfig(dense_index=exact_type, refine="flat"))
 
 
 def test_flat_index_written_from_shards_equals_faiss_own_file(tmp_path):
@@ -200,10 +211,12 @@ def test_flat_index_written_from_shards_equals_faiss_own_file(tmp_path):
     assert not (tmp_path / "dense.faiss.tmp").exists()
 
 
-def test_refined_ivf_index_written_from_shards_equals_faiss_own_file(tmp_path, monkeypatch):
-    """refine = "flat": the IVF part is built in memory, the exact vectors are streamed from the
-    shards into the file (no float32 copy in memory); the file is byte-identical to
-    faiss.write_index of FAISS's own IndexRefineFlat over the same vectors, and searches the same."""
+@pytest.mark.parametrize("kind", ["ivf-pq", "hnsw-sq8"])
+def test_refined_index_written_from_shards_equals_faiss_own_file(kind, tmp_path, monkeypatch):
+    """refine = "flat": the IVF or HNSW part is built in memory, the exact vectors are streamed from
+    the shards into the file (no float32 copy in memory); the file is byte-identical to
+    faiss.write_index of FAISS's own IndexRefineFlat over the same vectors added shard by shard, and
+    searches the same. So is the in-memory fallback for a FAISS that writes refine files otherwise."""
     import faiss
 
     from preqrag.retrieval.dense import _refine_layout
@@ -216,32 +229,46 @@ def test_refined_ivf_index_written_from_shards_equals_faiss_own_file(tmp_path, m
     for i, s in enumerate(shards):
         paths.append(tmp_path / f"emb_{i:05d}.npy")
         np.save(paths[-1], s)
-    cfg = IndexConfig(dense_index="ivf-pq", pq_m=4, pq_nbits=4, ivf_nlist=4, refine="flat", train_size=1000)
-    info = build_faiss(paths, tmp_path / "dense.faiss", cfg)
-    assert info["factory"] == "IVF4,PQ4x4,RFlat" and info["n"] == 800
-    ref = faiss.index_factory(16, info["factory"], faiss.METRIC_INNER_PRODUCT)
-    x = np.concatenate(shards)
-    ref.train(x)  # train_size >= n: the sample is every row, in order
-    ref.add(x)
-    faiss.write_index(ref, str(tmp_path / "ref.faiss"))
-    assert (tmp_path / "dense.faiss").read_bytes() == (tmp_path / "ref.faiss").read_bytes()
-    got = _retriever(tmp_path / "dense.faiss", 800, cfg)  # memory-mapped, as served
-    params = faiss.IndexRefineSearchParameters(k_factor=16.0, base_index_params=faiss.SearchParametersIVF(nprobe=32))
-    want = ref.search(x[:5], 5, params=params)[1]
-    assert _topk(got, x[:5], 5) == want.tolist()
-    assert not (tmp_path / "dense.faiss.tmp").exists()
+    cfg, factory, base_params = {
+        "ivf-pq": (IndexConfig(dense_index="ivf-pq", pq_m=4, pq_nbits=4, ivf_nlist=4, refine="flat", train_size=1000),
+                   "IVF4,PQ4x4,RFlat", faiss.SearchParametersIVF(nprobe=32)),
+        "hnsw-sq8": (IndexConfig(dense_index="hnsw-sq8", hnsw_m=4, hnsw_ef_construction=16, refine="flat",
+                                 train_size=1000, refine_k_factor=2),
+                     "HNSW4,SQ8,RFlat", faiss.SearchParametersHNSW(efSearch=128)),
+    }[kind]
+    threads = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)  # HNSW inserts on several threads are not deterministic
+    try:
+        info = build_faiss(paths, tmp_path / "dense.faiss", cfg)
+        assert info["factory"] == factory and info["n"] == 800
+        ref = faiss.index_factory(16, factory, faiss.METRIC_INNER_PRODUCT)
+        if kind == "hnsw-sq8":
+            faiss.downcast_index(ref.base_index).hnsw.efConstruction = 16
+        x = np.concatenate(shards)
+        ref.train(x)  # train_size >= n: the sample is every row, in order
+        for s in shards:  # HNSW's graph depends on the insert batches: the build adds shard by shard
+            ref.add(s)
+        faiss.write_index(ref, str(tmp_path / "ref.faiss"))
+        assert (tmp_path / "dense.faiss").read_bytes() == (tmp_path / "ref.faiss").read_bytes()
+        got = _retriever(tmp_path / "dense.faiss", 800, cfg)  # memory-mapped, as served
+        params = faiss.IndexRefineSearchParameters(k_factor=float(cfg.refine_k_factor), base_index_params=base_params)
+        want = ref.search(x[:5], 5, params=params)[1]
+        assert _topk(got, x[:5], 5) == want.tolist()
+        assert not (tmp_path / "dense.faiss.tmp").exists()
 
-    import preqrag.retrieval.dense as dense_module
+        import preqrag.retrieval.dense as dense_module
 
-    def other_layout(*_):
-        raise RuntimeError("unexpected FAISS refine index layout")
+        def other_layout(*_):
+            raise RuntimeError("unexpected FAISS refine index layout")
 
-    monkeypatch.setattr(dense_module, "_refine_layout", other_layout)  # a FAISS that writes IxRF otherwise
-    build_faiss(paths, tmp_path / "fallback.faiss", cfg)  # FAISS's own in-memory build: the same file
-    assert (tmp_path / "fallback.faiss").read_bytes() == (tmp_path / "ref.faiss").read_bytes()
+        monkeypatch.setattr(dense_module, "_refine_layout", other_layout)  # a FAISS that writes IxRF otherwise
+        build_faiss(paths, tmp_path / "fallback.faiss", cfg)  # FAISS's own in-memory build: the same file
+        assert (tmp_path / "fallback.faiss").read_bytes() == (tmp_path / "ref.faiss").read_bytes()
+    finally:
+        faiss.omp_set_num_threads(threads)
 
 
-@pytest.mark.parametrize("kind", ["hnsw-sq8", "ivf-sq8", "ivf-pq+refine"])
+@pytest.mark.parametrize("kind", ["hnsw-sq8", "hnsw-sq8+refine", "ivf-sq8", "ivf-pq+refine"])
 def test_interrupted_build_resumes_from_its_checkpoint_to_the_same_file(kind, vectors, tmp_path, monkeypatch):
     """A build that dies after some shards resumes from ``<path>.checkpoint``: training kept, only
     the remaining shards added, HNSW's level generator replayed; with one FAISS thread the file is
@@ -250,6 +277,7 @@ def test_interrupted_build_resumes_from_its_checkpoint_to_the_same_file(kind, ve
     import faiss
 
     cfg = {"hnsw-sq8": IndexConfig(dense_index="hnsw-sq8", hnsw_m=4, hnsw_ef_construction=16),
+           "hnsw-sq8+refine": IndexConfig(dense_index="hnsw-sq8", hnsw_m=4, hnsw_ef_construction=16, refine="flat"),
            "ivf-sq8": IndexConfig(dense_index="ivf-sq8", ivf_nlist=2),
            "ivf-pq+refine": IndexConfig(dense_index="ivf-pq", pq_m=48, pq_nbits=4, ivf_nlist=1, refine="flat")}[kind]
     paths = []

@@ -27,6 +27,11 @@ TRAIN_SEED = 0
 """Seed of the training sample of IVF/PQ indexes (same corpus and settings: same index)."""
 
 
+REFINABLE = ("hnsw-sq8", "ivf-sq8", "ivf-pq")
+"""Dense types whose scores are lossy, so that ``refine = "flat"`` (exact re-scoring) can change
+their ranking: the 8-bit and PQ codes. ``flat`` and ``hnsw`` score with the float32 vectors."""
+
+
 def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
     """The FAISS ``index_factory`` string of a dense index type for ``n`` vectors of ``dim``.
 
@@ -38,15 +43,15 @@ def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
 
     Raises:
         ValueError: unknown kind, ``pq_m`` does not divide ``dim``, or ``refine`` asked for a
-            type that has exact scores already (flat, HNSW).
+            type that has exact scores already (``flat``, ``hnsw``).
     """
     from ..config import IndexConfig
 
     cfg = cfg or IndexConfig()
     if cfg.refine != "none":
-        if kind not in ("ivf-sq8", "ivf-pq"):
-            raise ValueError(f"index.refine = {cfg.refine!r} applies to ivf-sq8 / ivf-pq, not {kind!r} "
-                             "(flat and hnsw score exactly already; hnsw-sq8 keeps no float32 vectors)")
+        if kind not in REFINABLE:
+            raise ValueError(f"index.refine = {cfg.refine!r} applies to {' / '.join(REFINABLE)}, not {kind!r} "
+                             "(flat and hnsw score with the exact vectors already)")
         return factory_string(kind, n, dim, cfg.model_copy(update={"refine": "none"})) + ",RFlat"
     if kind == "flat":
         return "Flat"
@@ -179,7 +184,7 @@ def write_flat_index(sources: Sequence, path: str | Path, dim: int, n: int, base
     codes by reallocation, about twice the index at the end). The file is byte-identical to
     ``faiss.write_index`` of the same index (tests/test_dense_index.py).
 
-    With ``base`` (a trained FAISS index holding the same ``n`` vectors, e.g. IVF-PQ), the file is
+    With ``base`` (a trained FAISS index holding the same ``n`` vectors, e.g. IVF-PQ or HNSW-SQ8), the file is
     an ``IndexRefineFlat`` of ``base`` instead (``refine = "flat"``): :func:`_refine_layout`'s
     prefix, ``base``, the flat index as above, the suffix — byte-identical to ``faiss.write_index``
     of ``IndexRefineFlat(base)`` with the same vectors added, at the memory of ``base`` plus one
@@ -240,12 +245,22 @@ def _restore_level_rng(index, n_added: int) -> None:
     its seed, so later inserts would repeat the first vertices' levels. Drawing ``n_added`` levels
     replays the sequence; with the same batches (one per shard) and one thread a resumed build is
     then byte-identical to an uninterrupted one (tests/test_dense_index.py)."""
-    import faiss
-
-    if isinstance(index, faiss.IndexHNSW):
-        hnsw = index.hnsw
+    graph = _hnsw_part(index)
+    if graph is not None:
+        hnsw = graph.hnsw
         for _ in range(n_added):
             hnsw.random_level()
+
+
+def _hnsw_part(index):
+    """The ``IndexHNSW`` of an HNSW index, or of the base of a refined one (FAISS's own
+    ``IndexRefineFlat`` over HNSW-SQ8, built in memory where the refine layout is unknown); else None."""
+    import faiss
+
+    index = faiss.downcast_index(index)
+    if isinstance(index, faiss.IndexRefine):
+        index = faiss.downcast_index(index.base_index)
+    return index if isinstance(index, faiss.IndexHNSW) else None
 
 
 def _resume_checkpoint(path: Path, key: dict, starts: Sequence[int]):
@@ -313,7 +328,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     trained on ``cfg.train_size`` rows sampled uniformly with seed :data:`TRAIN_SEED`.
 
     Memory: ``flat`` is written straight from the shards (one shard in memory); with
-    ``refine = "flat"`` only the IVF part is built in memory and the exact vectors are streamed
+    ``refine = "flat"`` only the HNSW/IVF part is built in memory and the exact vectors are streamed
     into the file the same way (:func:`write_flat_index` with ``base``); ``hnsw`` holds its
     float32 vectors and graph in memory (``hnsw-sq8``: 8-bit codes instead), the IVF types their
     codes.
@@ -348,7 +363,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
             return {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": 0}
         except RuntimeError:  # another FAISS layout: build it in memory below
             pass
-    stream_refine = False  # refine = "flat": the IVF part built here, the exact vectors streamed by write_flat_index
+    stream_refine = False  # refine = "flat": the HNSW/IVF part built here, the exact vectors streamed by write_flat_index
     if cfg.refine == "flat":
         try:
             _refine_layout(dim, n), _flat_header(dim, n)
@@ -371,7 +386,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     if index is None:
         index = faiss.index_factory(dim, base_spec, faiss.METRIC_INNER_PRODUCT)
         if hnsw:
-            index.hnsw.efConstruction = cfg.hnsw_ef_construction
+            _hnsw_part(index).hnsw.efConstruction = cfg.hnsw_ef_construction
         if not index.is_trained:
             rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(n, size=min(n, cfg.train_size), replace=False))
             # the sample's rows only, each file mapped while its rows are copied: readahead brings in
@@ -495,7 +510,7 @@ class DenseRetriever:
         import faiss
 
         kw = {} if sel is None else {"sel": sel}
-        if isinstance(index, faiss.IndexRefine):  # IVF candidates (filtered there), re-scored exactly
+        if isinstance(index, faiss.IndexRefine):  # HNSW/IVF candidates (filtered there), re-scored exactly
             base = faiss.downcast_index(index.base_index)
             return faiss.IndexRefineSearchParameters(k_factor=float(self.cfg.refine_k_factor),
                                                      base_index_params=self._params(base, sel))
