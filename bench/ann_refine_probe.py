@@ -1,7 +1,8 @@
 """Would exact re-scoring lift an HNSW type's recall at scale? A probe on bench/ann_scale.py's kept files.
 
-preqrag builds ``refine = "flat"`` for IVF types only. This probe asks whether the same re-scoring
-would help an HNSW type: it opens ``KIND.faiss`` and ``flat.faiss`` of an ``ann_scale.py`` size
+Written when preqrag built ``refine = "flat"`` for IVF types only; it led to ``hnsw-sq8`` + refine
+(measured end to end by ``bench/ann_scale.py --types hnsw-sq8+rflat --reuse-base``). It asks whether
+the same re-scoring would help an HNSW type without building one: it opens ``KIND.faiss`` and ``flat.faiss`` of an ``ann_scale.py`` size
 directory memory-mapped (as :class:`preqrag.retrieval.dense.DenseRetriever` opens them), wraps them
 in FAISS's ``IndexRefine`` (the base's ``k_factor × k`` candidates re-scored with the exact
 vectors), and searches the directory's query vectors one at a time at each (efSearch, k_factor);

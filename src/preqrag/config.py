@@ -111,7 +111,7 @@ class IndexConfig(_Section):
     but they are memory-mapped at open and only the candidates' pages are read, so the serving
     process's own memory stays that of the codes. Measured at 5M × 256-d (docs/indexing.md):
     ``hnsw-sq8`` + refine with ``hnsw_ef_search = 768`` and ``refine_k_factor = 2`` reached
-    recall@10 0.9585 against exact search at 8.0 ms p50 (0.9435 unrefined) on 2 cores. For an
+    recall@10 0.9585 against exact search at 8.4–8.9 ms p50 (0.9435 unrefined) on 2 cores. For an
     HNSW base the candidates' count is also the search's breadth (FAISS searches with
     max(efSearch, candidates)), so a large ``refine_k_factor`` × top-k slows it down.
 
