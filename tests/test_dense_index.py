@@ -182,9 +182,12 @@ def test_refine_restores_recall_memory_mapped(kind, vectors, tmp_path):
     mask[::3] = True
     for row in _topk(refined_r, vectors[:10], 5, mask):
         assert row and all(i % 3 == 0 for i in row)
-    for exact_type in ("flat", "hnsw"):  # they score with the float32 vectors already
-        with pytest.raises(ValueError, match="refine"):
-            factory_string(exact_type, n, vectors.shape[1], IndexConfig(dense_index=exact_type, refine="flat"))
+    for exact_type in ("flat", "hnsw"):  # they score with the float32 vectors already: refused at load ...
+        with pytest.raises(ConfigError, match="index.refine"):
+            load_config(None, {"index": {"dense_index": exact_type, "refine": "flat"}})
+        with pytest.raises(ValueError, match="refine"):  # ... and by the build, whatever built the settings
+            factory_string(exact_type, n, vectors.shape[1],
+                           IndexConfig(dense_index=exact_type).model_copy(update={"refine": "flat"}))
 
 
 def test_flat_index_written_from_shards_equals_faiss_own_file(tmp_path):

@@ -80,6 +80,11 @@ class RetrievalConfig(_Section):
         "their lists are fused with the others."))
 
 
+REFINABLE = ("hnsw-sq8", "ivf-sq8", "ivf-pq")
+"""Dense types whose scores are lossy, so that ``[index] refine = "flat"`` (exact re-scoring) can
+change their ranking: the 8-bit and PQ codes. ``flat`` and ``hnsw`` score with the float32 vectors."""
+
+
 class IndexConfig(_Section):
     """How the dense index is built and how both indexes are opened (issue 11).
 
@@ -168,6 +173,14 @@ class IndexConfig(_Section):
         "Memory-map the dense index (FAISS IO_FLAG_MMAP_IFC / IO_FLAG_MMAP) and the BM25 arrays (bm25s "
         "mmap=True) at open: pages are read on demand and shared between processes, so a serving process "
         "does not hold the whole index in its own memory."))
+
+    @model_validator(mode="after")
+    def _check_refine(self) -> "IndexConfig":
+        # at load, not when `preqrag index` reaches the dense build after hours of chunking and encoding
+        if self.refine != "none" and self.dense_index not in REFINABLE:
+            raise ValueError(f"index.refine = {self.refine!r} re-scores the lossy types {' / '.join(REFINABLE)}; "
+                             f"index.dense_index = {self.dense_index!r} scores with the exact vectors already")
+        return self
 
 
 class FusionConfig(_Section):
@@ -594,8 +607,8 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None,
     try:
         return PipelineConfig.model_validate(merged)
     except ValidationError as e:
-        msgs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {err['msg']}" if err["loc"]
-                         else str(err["msg"]).removeprefix("Value error, ") for err in e.errors())
+        msgs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {str(err['msg']).removeprefix('Value error, ')}"
+                         if err["loc"] else str(err["msg"]).removeprefix("Value error, ") for err in e.errors())
         raise ConfigError(f"{where}: {msgs}") from e
 
 

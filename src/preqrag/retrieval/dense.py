@@ -27,11 +27,6 @@ TRAIN_SEED = 0
 """Seed of the training sample of IVF/PQ indexes (same corpus and settings: same index)."""
 
 
-REFINABLE = ("hnsw-sq8", "ivf-sq8", "ivf-pq")
-"""Dense types whose scores are lossy, so that ``refine = "flat"`` (exact re-scoring) can change
-their ranking: the 8-bit and PQ codes. ``flat`` and ``hnsw`` score with the float32 vectors."""
-
-
 def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
     """The FAISS ``index_factory`` string of a dense index type for ``n`` vectors of ``dim``.
 
@@ -45,10 +40,10 @@ def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
         ValueError: unknown kind, ``pq_m`` does not divide ``dim``, or ``refine`` asked for a
             type that has exact scores already (``flat``, ``hnsw``).
     """
-    from ..config import IndexConfig
+    from ..config import REFINABLE, IndexConfig
 
     cfg = cfg or IndexConfig()
-    if cfg.refine != "none":
+    if cfg.refine != "none":  # IndexConfig refuses these at load; a model_copy skips its validators
         if kind not in REFINABLE:
             raise ValueError(f"index.refine = {cfg.refine!r} applies to {' / '.join(REFINABLE)}, not {kind!r} "
                              "(flat and hnsw score with the exact vectors already)")
