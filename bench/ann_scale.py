@@ -125,13 +125,13 @@ def child_refine(d: Path, kind: str, cfg, files: list[Path], dim: int) -> None:
     t = time.perf_counter()
     base = faiss.read_index(str(d / f"{base_kind}.faiss"))
     write_flat_index(files, d / f"{kind}.faiss", dim, n, base=base)
-    seconds = time.perf_counter() - t
+    seconds, peak = time.perf_counter() - t, _peak_mb()
     info.update({"type": kind, "factory": factory_string(base_kind, n, dim, cfg),
                  "base_reused": {"file": f"{base_kind}.faiss", "build_seconds": base_built["build_seconds"],
                                  "build_peak_rss_mb": base_built["build_peak_rss_mb"],
-                                 "refine_write_seconds": round(seconds, 1), "refine_write_peak_rss_mb": _peak_mb()}})
+                                 "refine_write_seconds": round(seconds, 1), "refine_write_peak_rss_mb": peak}})
     print(json.dumps({"info": info, "build_seconds": round(base_built["build_seconds"] + seconds, 1),
-                      "build_peak_rss_mb": max(base_built["build_peak_rss_mb"], _peak_mb())}))
+                      "build_peak_rss_mb": max(base_built["build_peak_rss_mb"], peak)}))
 
 
 class _RowIds:

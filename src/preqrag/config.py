@@ -607,9 +607,13 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None,
     try:
         return PipelineConfig.model_validate(merged)
     except ValidationError as e:
-        msgs = "; ".join(f"{'.'.join(map(str, err['loc']))}: {str(err['msg']).removeprefix('Value error, ')}"
-                         if err["loc"] else str(err["msg"]).removeprefix("Value error, ") for err in e.errors())
-        raise ConfigError(f"{where}: {msgs}") from e
+        raise ConfigError(f"{where}: {'; '.join(map(_error_line, e.errors()))}") from e
+
+
+def _error_line(err: dict) -> str:
+    """One pydantic error as ``section.field: message`` (without pydantic's "Value error, " prefix)."""
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    return f"{'.'.join(map(str, err['loc']))}: {msg}" if err["loc"] else msg
 
 
 def dump_config(cfg: PipelineConfig) -> str:
