@@ -45,6 +45,40 @@ def same_top(a, b, tol: float) -> bool:
                for x, y in ((a, b), (b, a)))
 
 
+class CliResult:
+    """What :func:`run_cli` returns: the fields of :class:`subprocess.CompletedProcess` that the
+    tests read (``returncode``, ``stdout``, ``stderr``; a Python exception that escaped the
+    command is appended to ``stderr`` with its traceback, as the interpreter would print it)."""
+
+    def __init__(self, returncode: int, stdout: str, stderr: str):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+
+    def __repr__(self) -> str:
+        return f"CliResult(returncode={self.returncode}, stderr={self.stderr[-2000:]!r})"
+
+
+def run_cli(*args, env: dict | None = None, **_ignored) -> CliResult:
+    """``preqrag ARGS...`` run in this process with typer's ``CliRunner`` (the same Typer app the
+    console script calls), so the suite pays for importing torch and sentence-transformers once,
+    not once per command (~11 s each on 2 cores). ``env`` entries are set for the call only
+    (the whole environment is not replaced: what a test passes is added to it). Tests of the
+    process itself (the console script, signals, SIGKILL and resume, a server) start a real
+    subprocess instead. Keyword arguments of ``subprocess.run`` (``timeout``, ...) are accepted
+    and ignored."""
+    import traceback
+
+    from typer.testing import CliRunner
+
+    from preqrag.cli import app
+
+    extra = {k: v for k, v in (env or {}).items() if os.environ.get(k) != v}
+    result = CliRunner().invoke(app, [str(a) for a in args], env=extra, catch_exceptions=True)
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        stderr += "".join(traceback.format_exception(result.exception))
+    return CliResult(result.exit_code, result.stdout, stderr)
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -258,10 +292,15 @@ def small_corpus(tmp_path_factory):
     return corpus, qpath, questions
 
 
-TEST_OVERRIDES = {"pipeline": "preqrag", "reranker": {"depth": 8}, "run": {"batch_size": 3},
-                  "generator": {"max_new_tokens": 48}, "rewriter": {"max_new_tokens": 48}}
-"""Test settings: the preqrag preset (every stage, LLM rewriting included) with the default models,
-less reranking and decoding to keep the suite fast."""
+TEST_OVERRIDES = {"pipeline": "hybrid", "reranker": {"depth": 8}, "run": {"batch_size": 3},
+                  "generator": {"max_new_tokens": 32}, "rewriter": {"max_new_tokens": 48}}
+"""Test settings: the ``hybrid`` preset (no LLM call before generation) with the default models,
+less reranking and decoding to keep the suite fast. Tests of the LLM steps (classification,
+rewriting, decomposition) use :data:`LLM_TEST_OVERRIDES`."""
+
+LLM_TEST_OVERRIDES = {**TEST_OVERRIDES, "pipeline": "preqrag"}
+"""The ``preqrag`` preset (learned classifier, LLM rewriting and decomposition) with the test
+settings: for the tests whose subject is an LLM step of the pipeline."""
 
 
 def config_toml(overrides: dict) -> str:
@@ -282,6 +321,14 @@ def test_config():
     from preqrag.config import load_config
 
     return load_config(None, TEST_OVERRIDES)
+
+
+@pytest.fixture(scope="session")
+def llm_test_config():
+    """:data:`LLM_TEST_OVERRIDES` loaded: the ``preqrag`` preset, LLM rewriting included."""
+    from preqrag.config import load_config
+
+    return load_config(None, LLM_TEST_OVERRIDES)
 
 
 @pytest.fixture(scope="session")

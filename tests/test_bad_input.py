@@ -6,12 +6,10 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import subprocess
-import sys
 
 import pytest
 
-from conftest import TEST_OVERRIDES, config_toml
+from conftest import TEST_OVERRIDES, config_toml, run_cli
 from preqrag.config import load_config
 from preqrag.generation import build_prompt, fit_prompt
 from preqrag.io import iter_corpus, read_questions
@@ -23,8 +21,7 @@ FAST = {**TEST_OVERRIDES, "rewriter": {"name": "none"}, "reranker": {"name": "no
 
 
 def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "preqrag.cli", *map(str, args)], capture_output=True,
-                          text=True, **kw)
+    return run_cli(*args, **kw)
 
 
 def _lines(path):

@@ -5,13 +5,11 @@ expertise prompts and fallbacks (§2.2, Table 2), and an end-to-end ``preqrag ru
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import TEST_OVERRIDES, config_toml
+from conftest import TEST_OVERRIDES, config_toml, run_cli
 from preqrag.config import GeneratorConfig, load_config
 from preqrag.generation_cir import CIRConfig
 from preqrag.generation_cir import (EXPERTISE_PROMPTS, CIRGenerator, build_cir_prompt, parse_cir_answer,
@@ -270,8 +268,8 @@ def test_cir_preset_end_to_end_cli(small_index, small_corpus, tmp_path):
     small = {"max_new_tokens": 48, "context_top_k": 4, "max_passage_tokens": 96}
     cfg.write_text(config_toml({**TEST_OVERRIDES, "pipeline": "cir", "generator": small}), encoding="utf-8")
     out = tmp_path / "answers.jsonl"
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qpath), "--index", str(small_index),
-                        "-o", str(out), "--config", str(cfg)], capture_output=True, text=True, timeout=900)
+    r = run_cli("run", str(qpath), "--index", str(small_index),
+                        "-o", str(out), "--config", str(cfg))
     assert r.returncode == 0, r.stderr[-3000:]
     answers = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
     assert len(answers) == 2

@@ -6,13 +6,11 @@ index's own BM25 scores (§2.3), context aggregation (§2.4) and an end-to-end `
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import TEST_OVERRIDES, config_toml
+from conftest import TEST_OVERRIDES, config_toml, run_cli
 from preqrag.config import GeneratorConfig, load_config
 from preqrag.dota.settings import DotaConfig
 from preqrag.dota import BM25PruneStep, DotaRewriter, NamespaceRouter, count_votes, load_topics, parse_boxed
@@ -360,8 +358,8 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
         "dota": {"route_max_new_tokens": 48, "rewrite_max_new_tokens": 48, "context_tokens": 1500}}),
         encoding="utf-8")
     out = tmp_path / "answers.jsonl"
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qpath), "--index", str(small_index),
-                        "-o", str(out), "--config", str(cfg)], capture_output=True, text=True, timeout=900)
+    r = run_cli("run", str(qpath), "--index", str(small_index),
+                        "-o", str(out), "--config", str(cfg))
     assert r.returncode == 0, r.stderr[-3000:]
     answers = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
     traces = {str(t.id): t for t in (Trace.model_validate_json(line) for line in

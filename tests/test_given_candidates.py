@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import TEST_OVERRIDES, config_toml
+from conftest import TEST_OVERRIDES, config_toml, run_cli
 from preqrag.candidates import has_candidates, read_candidates
 from preqrag.config import load_config
 from preqrag.records import LiveRAGAnswer, Question, Trace
@@ -138,8 +136,8 @@ def test_cir_run_from_ragnarok_requests_end_to_end(small_index, small_corpus, tm
     cfg.write_text(config_toml({**TEST_OVERRIDES, "pipeline": "cir",
                                 "generator": {"max_new_tokens": 48, "max_passage_tokens": 96}}), encoding="utf-8")
     out = tmp_path / "answers.jsonl"
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(req), "--index", str(small_index),
-                        "-o", str(out), "--config", str(cfg)], capture_output=True, text=True, timeout=900)
+    r = run_cli("run", str(req), "--index", str(small_index),
+                        "-o", str(out), "--config", str(cfg))
     assert r.returncode == 0, r.stderr[-3000:]
     (a,) = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
     (t,) = [Trace.model_validate_json(line) for line in out.with_name("answers.traces.jsonl").read_text().splitlines()]
@@ -150,8 +148,8 @@ def test_cir_run_from_ragnarok_requests_end_to_end(small_index, small_corpus, tm
     assert not RETRIEVAL_STAGES & set(t.seconds) and set(t.rankings) == {"given", "final"}
     assert a.final_prompt.startswith("Do retrieval augmented generation with the following texts\n")
     run = tmp_path / "run.jsonl"
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "export", "--format", "trec-rag24", str(out),
-                        "-o", str(run), "--run-id", "cir-given"], capture_output=True, text=True, timeout=900)
+    r = run_cli("export", "--format", "trec-rag24", str(out),
+                        "-o", str(run), "--run-id", "cir-given")
     assert r.returncode == 0, r.stderr[-3000:]
     rec = json.loads(run.read_text())
     assert rec["references"] == [x["docid"] for x in cands] and rec["topic_id"] == "2024-1"

@@ -9,6 +9,7 @@ import pytest
 
 from preqrag.config import load_config
 from preqrag.index import Index, IndexOpenError, build_index
+from conftest import run_cli
 
 
 @pytest.fixture(scope="module")
@@ -142,8 +143,6 @@ def test_damaged_or_foreign_index_files_are_named_before_the_first_question(smal
     the remedy; `preqrag index --verify` names it too (exit 2) and passes an intact index."""
     import json
     import shutil
-    import subprocess
-    import sys
 
     from preqrag.index import Index, IndexOpenError, build_index
 
@@ -182,8 +181,7 @@ def test_damaged_or_foreign_index_files_are_named_before_the_first_question(smal
     with pytest.raises(IndexOpenError, match=r"manifest.json: unreadable .*rebuild"):
         Index.open(d, test_config)
 
-    cli = [sys.executable, "-m", "preqrag.cli", "index", "--verify"]
-    r = subprocess.run([*cli, str(small_index)], capture_output=True, text=True, timeout=300)
+    r = run_cli("index", "--verify", small_index)
     assert r.returncode == 0 and "every file matches" in r.stderr, r.stderr
-    r = subprocess.run([*cli, str(damaged("dense.faiss", "zeroed"))], capture_output=True, text=True, timeout=300)
+    r = run_cli("index", "--verify", damaged("dense.faiss", "zeroed"))
     assert r.returncode == 2 and "dense.faiss: content differs" in r.stderr, r.stderr

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from preqrag.io import append_jsonl, atomic_write_text, iter_corpus, read_jsonl_tolerant, read_questions
+from conftest import run_cli
 
 
 def test_bad_question_lines_are_named_and_others_kept(tmp_path):
@@ -128,8 +129,6 @@ def test_duplicate_ids_found_across_groups_in_bounded_memory(tmp_path, monkeypat
 
 def test_unsupported_corpus_formats_are_refused_by_name_and_by_content(tmp_path):
     import gzip
-    import subprocess
-    import sys
 
     from preqrag.io import corpus_files
 
@@ -151,7 +150,7 @@ def test_unsupported_corpus_formats_are_refused_by_name_and_by_content(tmp_path)
     (tmp_path / "ok.jsonl.gz").write_bytes(gzip.compress(b"\xef\xbb\xbf" + good))
     assert corpus_files(tmp_path / "ok.jsonl.gz") == [tmp_path / "ok.jsonl.gz"]
     # the command line refuses it before any work, exit 2, no index directory left
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "index", "--corpus", str(tmp_path / "c.csv"),
-                        "--index", str(tmp_path / "idx")], capture_output=True, text=True, timeout=300)
+    r = run_cli("index", "--corpus", str(tmp_path / "c.csv"),
+                        "--index", str(tmp_path / "idx"))
     assert r.returncode == 2 and "unsupported corpus format .csv" in r.stderr, r.stderr
     assert not (tmp_path / "idx").exists() and not (tmp_path / "idx.partial").exists()

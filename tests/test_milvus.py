@@ -7,15 +7,13 @@ through the real CLI, then answered with `preqrag run` and compared with the emb
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
-from conftest import TEST_OVERRIDES, config_toml  # noqa: E402
+from conftest import TEST_OVERRIDES, config_toml, run_cli# noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.fusion.rrf import RRFFusion  # noqa: E402
@@ -26,8 +24,7 @@ from preqrag.milvus import MilvusIndex, load_collection, rows_in  # noqa: E402
 
 
 def _cli(*args, timeout=900):
-    return subprocess.run([sys.executable, "-m", "preqrag.cli", *map(str, args)], capture_output=True, text=True,
-                          timeout=timeout)
+    return run_cli(*args)
 
 
 @pytest.fixture(scope="module")

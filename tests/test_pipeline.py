@@ -9,8 +9,9 @@ from preqrag.records import LiveRAGAnswer, Question
 
 
 @pytest.fixture(scope="module")
-def pipeline(small_index, test_config):
-    return Pipeline.from_config(small_index, test_config)
+def pipeline(small_index, llm_test_config):
+    """The ``preqrag`` preset: classification, LLM rewriting/decomposition, every stage."""
+    return Pipeline.from_config(small_index, llm_test_config)
 
 
 @pytest.fixture(scope="module")
@@ -33,13 +34,13 @@ def test_every_question_gets_a_schema_valid_liverag_answer(outcomes, small_corpu
         assert len(answer.answer.split()) <= 300
 
 
-def test_trace_records_every_stage(outcomes, test_config):
+def test_trace_records_every_stage(outcomes, llm_test_config):
     for o in outcomes:
         t = o.trace
         assert set(t.rankings) == {"sparse", "dense", "merged", "reranked", "final"}
         n_sub = len(t.plan.sub_queries)
         assert all(len(t.rankings[s]) == n_sub for s in ("sparse", "dense", "merged", "reranked"))
-        assert all(len(r) <= test_config.reranker.depth for r in t.rankings["reranked"])
+        assert all(len(r) <= llm_test_config.reranker.depth for r in t.rankings["reranked"])
         for r in t.rankings["reranked"]:
             assert r.scores == sorted(r.scores, reverse=True)
         assert t.context_ids == t.rankings["final"][0].ids[:3]
@@ -64,7 +65,7 @@ def test_reranker_orders_relevant_passage_first(pipeline):
     assert scores.shape == (2,) and scores[0] > scores[1] + 3
 
 
-def test_failing_generation_is_recorded_not_raised(small_index, test_config):
+def test_failing_generation_is_recorded_not_raised(small_index, llm_test_config):
     """An LLM server that is down: rewriting falls back, generation fails, the question is a recorded failure."""
     import socket
 
@@ -76,7 +77,7 @@ def test_failing_generation_is_recorded_not_raised(small_index, test_config):
         port = s.getsockname()[1]
     llm = load_llm(LLMConfig(backend="openai", base_url=f"http://127.0.0.1:{port}/v1", model="x",
                              max_retries=0, timeout_s=2))
-    p = Pipeline.from_config(small_index, test_config, llm=llm)
+    p = Pipeline.from_config(small_index, llm_test_config, llm=llm)
     (o,) = p.answer([Question(id=1, question="Which is better, SCADA or PLC?")])
     assert o.answer is None and o.failure.stage == "generate" and "openai backend" in o.failure.error
     assert o.trace.fallbacks and o.trace.fallbacks[0].startswith("decompose: llm error")

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import TEST_OVERRIDES
+from conftest import TEST_OVERRIDES, run_cli
 from conftest import config_toml as _toml
 
 
@@ -22,7 +22,7 @@ def cfg_file(tmp_path):
 
 
 def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "preqrag.cli", *map(str, args)], capture_output=True, text=True, **kw)
+    return run_cli(*args, **kw)
 
 
 def _lines(path):

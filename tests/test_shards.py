@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import encoder_atol, same_top
+from conftest import encoder_atol, same_top, run_cli
 from preqrag.index import Index
 from preqrag.shards import build_shard, merge_shards, parse_shard
 
@@ -80,17 +78,13 @@ def test_merge_refuses_incomplete_or_mixed_sets(merged, small_corpus, test_confi
 
 def test_cli_shard_and_merge(small_corpus, tmp_path):
     corpus = small_corpus[0]
-    base = [sys.executable, "-m", "preqrag.cli", "index"]
     for i in range(2):
-        r = subprocess.run(base + ["--corpus", str(corpus), "--index", str(tmp_path / f"s{i}"), "--shard", f"{i}/2"],
-                           capture_output=True, text=True)
+        r = run_cli("index", "--corpus", corpus, "--index", tmp_path / f"s{i}", "--shard", f"{i}/2")
         assert r.returncode == 0, r.stderr
-    r = subprocess.run(base + ["merge", str(tmp_path / "s0"), str(tmp_path / "s1"), "--index", str(tmp_path / "idx")],
-                       capture_output=True, text=True)
+    r = run_cli("index", "merge", tmp_path / "s0", tmp_path / "s1", "--index", tmp_path / "idx")
     assert r.returncode == 0, r.stderr
     assert json.loads((tmp_path / "idx" / "manifest.json").read_text())["shards"] == 2
-    r = subprocess.run(base + ["merge", str(tmp_path / "s0"), "--index", str(tmp_path / "idx2")],
-                       capture_output=True, text=True)
+    r = run_cli("index", "merge", tmp_path / "s0", "--index", tmp_path / "idx2")
     assert r.returncode == 2 and "1/2 missing" in r.stderr
 
 

@@ -8,13 +8,11 @@ src/ragnarok/scripts/rag24_validation.py and rag25_validation.py).
 """
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import TEST_OVERRIDES
+from conftest import TEST_OVERRIDES, run_cli
 from conftest import config_toml as _toml
 from preqrag.io import read_questions
 from preqrag.trec.validate import detect_format, validate_file
@@ -23,7 +21,7 @@ DATA = Path(__file__).parent / "data" / "trec"
 
 
 def _cli(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "preqrag.cli", *map(str, args)], capture_output=True, text=True, **kw)
+    return run_cli(*args, **kw)
 
 
 def _lines(path):
