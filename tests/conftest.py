@@ -293,7 +293,7 @@ def small_corpus(tmp_path_factory):
 
 
 TEST_OVERRIDES = {"pipeline": "hybrid", "reranker": {"depth": 8}, "run": {"batch_size": 3},
-                  "generator": {"max_new_tokens": 32}, "rewriter": {"max_new_tokens": 48}}
+                  "generator": {"max_new_tokens": 16}, "rewriter": {"max_new_tokens": 48}}
 """Test settings: the ``hybrid`` preset (no LLM call before generation) with the default models,
 less reranking and decoding to keep the suite fast. Tests of the LLM steps (classification,
 rewriting, decomposition) use :data:`LLM_TEST_OVERRIDES`."""

@@ -1,10 +1,16 @@
 """``preqrag demo`` (README's main job) end to end with the bundled models: every question is
 answered and no answer loops (issue 22: SmolLM2 repeated one sentence five times and wrote
-"1. 1. 2. 3. 4. 5." before looping answers were detected and repaired)."""
+"1. 1. 2. 3. 4. 5." before looping answers were detected and repaired).
+
+It runs the installed ``preqrag`` console script (``[project.scripts]``) in its own process, as a
+user types it: the suite's one test of the entry point itself (most other CLI tests run the same
+Typer app in-process, ``conftest.run_cli``)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -15,8 +21,9 @@ from preqrag.answering import degenerate
 
 @pytest.mark.slow
 def test_demo_answers_do_not_loop(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "demo", "--workdir", str(tmp_path)],
-                       capture_output=True, text=True, timeout=1800)
+    script = shutil.which("preqrag", path=os.path.dirname(sys.executable))  # the environment's console script
+    assert script, f"no preqrag console script beside {sys.executable}: is the package installed (pip install -e .)?"
+    r = subprocess.run([script, "demo", "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     answers = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
     traces = {t["id"]: t for t in map(json.loads, (tmp_path / "answers.traces.jsonl").read_text().splitlines())}

@@ -280,10 +280,7 @@ def test_installed_qwen05b_answers_two_smoke_questions(qwen05b_gguf, small_index
     """``preqrag run`` with the PreQRAG preset and ``[llm] model = "qwen2.5-coder-0.5b"`` (the
     installed model, by its registry name) on a single- and a multi-document smoke question: both
     answered, every structured reply parsed (no parse fallback), answers that do not loop."""
-    import subprocess
-    import sys
-
-    from conftest import TEST_OVERRIDES, config_toml
+    from conftest import TEST_OVERRIDES, config_toml, run_cli
     from preqrag.answering import degenerate
     from preqrag.records import LiveRAGAnswer, Trace
 
@@ -293,11 +290,10 @@ def test_installed_qwen05b_answers_two_smoke_questions(qwen05b_gguf, small_index
     cfg = tmp_path / "qwen.toml"
     cfg.write_text(config_toml({**TEST_OVERRIDES, "pipeline": "preqrag", "classifier": {"name": "rules"},
                                 "llm": {"model": "qwen2.5-coder-0.5b"},
-                                "generator": {"max_new_tokens": 96, "max_passage_tokens": 200}}), encoding="utf-8")
+                                "generator": {"max_new_tokens": 64, "max_passage_tokens": 200}}), encoding="utf-8")
     out = tmp_path / "answers.jsonl"
-    env = {**os.environ, "PREQRAG_MODEL_DIR": str(qwen05b_gguf.parent)}
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "run", str(qpath), "--index", str(small_index),
-                        "-o", str(out), "--config", str(cfg)], capture_output=True, text=True, timeout=1800, env=env)
+    r = run_cli("run", qpath, "--index", small_index, "-o", out, "--config", cfg,
+                env={"PREQRAG_MODEL_DIR": str(qwen05b_gguf.parent)})
     assert r.returncode == 0, r.stderr[-3000:]
     answers = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
     traces = [Trace.model_validate_json(line) for line in out.with_name("answers.traces.jsonl").read_text().splitlines()]

@@ -83,7 +83,7 @@ def test_failing_generation_is_recorded_not_raised(small_index, llm_test_config)
     assert o.trace.fallbacks and o.trace.fallbacks[0].startswith("decompose: llm error")
 
 
-def test_rrf_fusion_and_no_reranker_run_end_to_end(small_index, test_config, small_corpus):
+def test_rrf_fusion_and_no_reranker_run_end_to_end(pipeline, small_corpus):
     """The pipeline with RRF fusion and no cross-encoder: the final ranking is the RRF of the
     BM25 and dense lists, computed independently here with the paper's formula."""
     from preqrag.fusion import RRFFusion
@@ -92,11 +92,7 @@ def test_rrf_fusion_and_no_reranker_run_end_to_end(small_index, test_config, sma
     fused = RRFFusion(k=60).fuse([Ranking(ids=["a", "b", "c"], scores=[3, 2, 1]), Ranking(ids=["c", "a"], scores=[2, 1])])
     assert fused.ids == ["a", "c", "b"]
     assert fused.scores[0] == pytest.approx(1 / 61 + 1 / 62)
-    cfg = test_config.model_copy(deep=True)
-    cfg.fusion.name = "rrf"
-    cfg.reranker.name = "none"
-    cfg.rewriter.name = "none"
-    p = Pipeline.from_config(small_index, cfg)
+    p = pipeline.derive({"fusion": {"name": "rrf"}, "reranker": {"name": "none"}, "rewriter": {"name": "none"}})
     assert p.reranker is None and p.rerank_chain == []
     qs = [Question(id=q["id"], question=q["question"]) for q in small_corpus[2][:2]]
     for t in p.retrieve(qs):
