@@ -1,0 +1,100 @@
+"""The test suite's wall time, as README's test command runs it (issue 44: ≤ 6 min on a 2-core
+AVX-512 machine, ≤ 10 min on a 2-core AVX2 one).
+
+Runs ``python -m pytest -q --durations=25`` with ``CI=true`` (what ``.ci/run`` runs) in the
+current environment, alone on the machine, and appends one row to ``docs/bench/test_suite.json``:
+the wall time, pytest's counts, tests and seconds per file (from pytest's JUnit XML: setup, call
+and teardown of each test), the 25 slowest phases and the machine (CPU, cores, SIMD level).
+``docs/bench/test_suite.md`` is rewritten from the JSON (latest row first).
+
+    python bench/test_suite.py                  # the whole suite, one row
+    python bench/test_suite.py --label before   # a name for the row (e.g. the commit measured)
+
+A number here is a measurement, never an assertion: the suite itself asserts no time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import describe, machine, md_table  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+OUT_JSON = REPO / "docs" / "bench" / "test_suite.json"
+OUT_MD = REPO / "docs" / "bench" / "test_suite.md"
+
+
+def per_file(junit: Path) -> dict[str, dict]:
+    """``{file: {"tests", "seconds"}}`` from pytest's JUnit XML (seconds include fixtures)."""
+    out: dict[str, dict] = collections.defaultdict(lambda: {"tests": 0, "seconds": 0.0})
+    for case in ET.parse(junit).iter("testcase"):
+        name = case.get("classname", "").split(".")[-1] + ".py"
+        out[name]["tests"] += 1
+        out[name]["seconds"] = round(out[name]["seconds"] + float(case.get("time", 0.0)), 1)
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]["seconds"]))
+
+
+def slowest(output: str) -> list[dict]:
+    """The ``--durations`` lines of pytest's output: ``{"seconds", "phase", "test"}``."""
+    rows = []
+    for m in re.finditer(r"^([0-9.]+)s (setup|call|teardown)\s+(\S+)$", output, re.M):
+        rows.append({"seconds": float(m.group(1)), "phase": m.group(2), "test": m.group(3)})
+    return rows
+
+
+def write_markdown(rows: list[dict]) -> None:
+    lines = ["# Test suite wall time", "",
+             "Written by `python bench/test_suite.py` from docs/bench/test_suite.json (latest row first). "
+             "README's test command with `CI=true`, alone on the machine.", ""]
+    for r in reversed(rows):
+        lines += [f"## {r['label'] or r['date']}", "",
+                  f"`{r['command']}` — **{r['wall_seconds']:.0f} s** ({r['summary']}); {describe(r['machine'])}; "
+                  f"{r['date']}", ""]
+        lines += md_table([{"file": f, **v} for f, v in r["files"].items()], ["file", "tests", "seconds"]) + [""]
+        lines += ["Slowest 25:", ""]
+        lines += md_table(r["slowest"], ["seconds", "phase", "test"]) + [""]
+    OUT_MD.write_text("\n".join(lines), encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--label", default="", help="a name for the row (default: the date)")
+    ap.add_argument("pytest_args", nargs="*", help="extra pytest arguments (default: none, the whole suite)")
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "--durations=25", f"--junitxml={junit}", *args.pytest_args]
+        t = time.perf_counter()
+        proc = subprocess.run(cmd, cwd=REPO, env={**os.environ, "CI": "true"}, capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        sys.stdout.write(proc.stdout[-6000:])
+        files = per_file(junit) if junit.exists() else {}
+    summary = next((line.strip("= ") for line in reversed(proc.stdout.splitlines())
+                    if " passed" in line or " failed" in line), "")
+    row = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"), "label": args.label,
+           "command": "CI=true python -m pytest -q --durations=25" + "".join(f" {a}" for a in args.pytest_args),
+           "exit_code": proc.returncode, "wall_seconds": round(wall, 1), "summary": summary,
+           "n_tests": sum(v["tests"] for v in files.values()), "files": files, "slowest": slowest(proc.stdout),
+           "machine": machine()}
+    rows = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else []
+    rows.append(row)
+    OUT_JSON.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
+    write_markdown(rows)
+    print(f"{wall:.0f} s, {summary}: {OUT_JSON}")
+    return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
