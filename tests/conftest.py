@@ -293,14 +293,19 @@ def small_corpus(tmp_path_factory):
 
 
 TEST_OVERRIDES = {"pipeline": "hybrid", "reranker": {"depth": 8}, "run": {"batch_size": 3},
-                  "generator": {"max_new_tokens": 16}, "rewriter": {"max_new_tokens": 48}}
+                  "generator": {"max_new_tokens": 16, "max_passage_tokens": 128},
+                  "rewriter": {"max_new_tokens": 48}}
 """Test settings: the ``hybrid`` preset (no LLM call before generation) with the default models,
-less reranking and decoding to keep the suite fast. Tests of the LLM steps (classification,
-rewriting, decomposition) use :data:`LLM_TEST_OVERRIDES`."""
+less reranking, shorter passages in the prompt (128 tokens each: SmolLM2's prefill of three
+512-token passages was most of a test answer's time) and 16 answer tokens, to keep the suite
+fast. Tests of the LLM steps (classification, rewriting, decomposition) use
+:data:`LLM_TEST_OVERRIDES`; a test that sets its own ``generator`` table replaces this one."""
 
-LLM_TEST_OVERRIDES = {**TEST_OVERRIDES, "pipeline": "preqrag"}
+LLM_TEST_OVERRIDES = {**TEST_OVERRIDES, "pipeline": "preqrag",
+                      "generator": {"max_new_tokens": 16, "max_passage_tokens": 512}}
 """The ``preqrag`` preset (learned classifier, LLM rewriting and decomposition) with the test
-settings: for the tests whose subject is an LLM step of the pipeline."""
+settings, whole passages in the prompt: for the tests whose subject is an LLM step of the
+pipeline or the prompt itself."""
 
 
 def config_toml(overrides: dict) -> str:

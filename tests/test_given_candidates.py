@@ -85,7 +85,8 @@ def test_cir_pipeline_uses_given_candidates_and_skips_retrieval(small_index, sma
     cands = _candidates(small_index, small_corpus)
     reply = json.dumps({"sentences": [{"text": "One.", "ids": [2, 1]}, {"text": "Two.", "ids": [3, 4]}]})
     llm = FakeLLM(reply)
-    cfg = load_config(None, TEST_OVERRIDES, pipeline="cir")
+    whole = {**TEST_OVERRIDES, "generator": {"max_new_tokens": 16}}  # whole passages: the prompt is checked below
+    cfg = load_config(None, whole, pipeline="cir")
     assert cfg.run.use_given_candidates and not load_config(None, TEST_OVERRIDES).run.use_given_candidates
     p = Pipeline.from_config(small_index, cfg, llm=llm)
     q0, q1 = small_corpus[2][0], small_corpus[2][1]
