@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from conftest import TEST_OVERRIDES, LlamaServer, TCPProxy, config_toml
+from conftest import TEST_OVERRIDES, LlamaServer, TCPProxy, config_toml, run_cli
 from preqrag.config import LLMConfig, load_config
 from preqrag.llm.openai_backend import OpenAICompatibleLLM
 from preqrag.pipeline import Pipeline
@@ -70,8 +70,8 @@ def test_llm_server_killed_mid_run_and_restarted(tmp_path, small_index, small_co
         stats = json.loads(stats_path(out).read_text())
         assert (stats["answered"], stats["failed"]) == (len(answered), len(failed))
 
-        # the second run retries the failed questions only
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        # the second run (the same command, in-process) retries the failed questions only
+        r = run_cli(*cmd[3:])
         assert r.returncode == 0, r.stderr
         stats2 = json.loads(stats_path(out).read_text())
         assert stats2["skipped"] == len(answered)
@@ -135,9 +135,10 @@ def test_disk_full_during_a_run_then_the_same_command_finishes(tmp_path, small_i
     cfg = tmp_path / "x.toml"  # no LLM: the extractive generator
     cfg.write_text(config_toml({"pipeline": "hybrid", "reranker": {"depth": 8}, "run": {"batch_size": 1},
                                 "generator": {"name": "extractive"}}))
-    cmd = [sys.executable, "-m", "preqrag.cli", "run", str(qfile), "--index", str(small_index), "--config", str(cfg)]
+    args = ["run", str(qfile), "--index", str(small_index), "--config", str(cfg)]
+    cmd = [sys.executable, "-m", "preqrag.cli", *args]  # the size limit needs a process of its own
     probe = tmp_path / "probe.jsonl"
-    assert subprocess.run([*cmd, "-o", str(probe)], capture_output=True, timeout=600).returncode == 0
+    assert run_cli(*args, "-o", probe).returncode == 0
     sizes = [len(line.encode()) for line in open(sidecar(probe, "traces"), encoding="utf-8")]
     limit = sum(sizes[:2]) + sizes[2] // 2  # the third question's trace does not fit
     out = tmp_path / "answers.jsonl"
@@ -148,7 +149,7 @@ def test_disk_full_during_a_run_then_the_same_command_finishes(tmp_path, small_i
     answers = [json.loads(line) for line in open(out, encoding="utf-8")]  # every line whole: no torn line
     assert [a["id"] for a in answers] == [q["id"] for q in questions[:2]]
     assert len(open(sidecar(out, "traces"), encoding="utf-8").read().splitlines()) == 2
-    r = subprocess.run([*cmd, "-o", str(out)], capture_output=True, text=True, timeout=600)
+    r = run_cli(*args, "-o", out)  # the same command, now with space
     assert r.returncode == 0 and "2 already answered" in r.stderr, r.stderr
     assert sorted(json.loads(line)["id"] for line in open(out, encoding="utf-8")) == sorted(q["id"] for q in questions)
 
@@ -161,12 +162,12 @@ def test_disk_full_during_a_build_then_the_same_command_resumes_to_the_same_inde
     limit = files["passages.parquet"]["size"] + 1024  # chunking fits; a larger file (the store) does not
     assert max(f["size"] for f in files.values()) > limit
     out = tmp_path / "idx"
-    cmd = [sys.executable, "-m", "preqrag.cli", "index", "--corpus", str(small_corpus[0]), "--index", str(out),
-           "--config", str(cfg)]
+    args = ["index", "--corpus", str(small_corpus[0]), "--index", str(out), "--config", str(cfg)]
+    cmd = [sys.executable, "-m", "preqrag.cli", *args]  # the size limit needs a process of its own
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=_limited(limit))
     assert r.returncode == 2 and "File too large (disk full, quota or file size limit)" in r.stderr, r.stderr
     assert not out.exists() and (tmp_path / "idx.partial").is_dir()  # nothing published; finished steps kept
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    r = run_cli(*args)  # the same command, now with space
     assert r.returncode == 0, r.stderr
     resumed = json.loads((out / "manifest.json").read_text())["files"]
     assert {k: v["sha256"] for k, v in resumed.items()} == {k: v["sha256"] for k, v in files.items()}
@@ -178,19 +179,26 @@ KILL_LAUNCH = ("import sys, preqrag.index as ix; ix.SHARD = int(sys.argv.pop(1))
 checkpoints to kill between (bench/kill_build.py does the same at random points)."""
 
 
-def test_build_killed_with_sigkill_during_encoding_resumes_to_the_same_index(tmp_path, small_corpus):
+def test_build_killed_with_sigkill_during_encoding_resumes_to_the_same_index(tmp_path, small_corpus, monkeypatch):
+    """The build killed (SIGKILL) is a process of its own; the reference build and the resumed
+    one run the same command in-process with the same 16-passage shards."""
     import os
     import signal
+
+    import preqrag.index as ix
 
     cfg = tmp_path / "t.toml"
     cfg.write_text(config_toml(TEST_OVERRIDES))
 
-    def cmd(target):
-        return [sys.executable, "-c", KILL_LAUNCH, "16", "index", "--corpus", str(small_corpus[0]),
-                "--index", str(target), "--config", str(cfg)]
+    def args(target):
+        return ["index", "--corpus", str(small_corpus[0]), "--index", str(target), "--config", str(cfg)]
 
+    def cmd(target):
+        return [sys.executable, "-c", KILL_LAUNCH, "16", *args(target)]
+
+    monkeypatch.setattr(ix, "SHARD", 16)
     ref = tmp_path / "ref"
-    r = subprocess.run(cmd(ref), capture_output=True, text=True, timeout=900)
+    r = run_cli(*args(ref))
     assert r.returncode == 0, r.stderr
     expected = {k: v["sha256"] for k, v in json.loads((ref / "manifest.json").read_text())["files"].items()}
 
@@ -206,9 +214,8 @@ def test_build_killed_with_sigkill_during_encoding_resumes_to_the_same_index(tmp
     assert proc.returncode == -signal.SIGKILL
     assert not target.exists() and len(list(partial.glob("emb_*.npy"))) >= 2  # nothing published, shards kept
 
-    r = subprocess.run(cmd(target), capture_output=True, text=True, timeout=900)
+    r = run_cli(*args(target))
     assert r.returncode == 0, r.stderr
     got = {k: v["sha256"] for k, v in json.loads((target / "manifest.json").read_text())["files"].items()}
     assert got == expected and not partial.exists()
-    assert subprocess.run([sys.executable, "-m", "preqrag.cli", "index", "--verify", str(target)],
-                          capture_output=True).returncode == 0
+    assert run_cli("index", "--verify", target).returncode == 0
