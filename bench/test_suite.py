@@ -5,7 +5,8 @@ Runs ``python -m pytest -q --durations=25`` with ``CI=true`` (what ``.ci/run`` r
 current environment, alone on the machine, and appends one row to ``docs/bench/test_suite.json``:
 the wall time, pytest's counts, tests and seconds per file (from pytest's JUnit XML: setup, call
 and teardown of each test), the 25 slowest phases and the machine (CPU, cores, SIMD level).
-``docs/bench/test_suite.md`` is rewritten from the JSON (latest row first).
+``docs/bench/test_suite.md`` is rewritten from the JSON (latest row first), and so is the
+generated part of ``docs/testing.md`` (the first row against the latest, per file).
 
     python bench/test_suite.py                  # the whole suite, one row
     python bench/test_suite.py --label before   # a name for the row (e.g. the commit measured)
@@ -34,6 +35,9 @@ from _common import describe, machine, md_table  # noqa: E402
 REPO = Path(__file__).resolve().parent.parent
 OUT_JSON = REPO / "docs" / "bench" / "test_suite.json"
 OUT_MD = REPO / "docs" / "bench" / "test_suite.md"
+TESTING_MD = REPO / "docs" / "testing.md"
+BEGIN, END = "<!-- bench/test_suite.py: begin -->", "<!-- bench/test_suite.py: end -->"
+"""docs/testing.md's generated part lies between these lines (the rest of the page is prose)."""
 
 
 def per_file(junit: Path) -> dict[str, dict]:
@@ -68,6 +72,31 @@ def write_markdown(rows: list[dict]) -> None:
     OUT_MD.write_text("\n".join(lines), encoding="utf-8")
 
 
+def write_testing_md(rows: list[dict]) -> None:
+    """docs/testing.md between :data:`BEGIN` and :data:`END`: the first row (the suite before it
+    was made fast) against the latest, per file, and the latest row's slowest phases."""
+    if not TESTING_MD.exists() or BEGIN not in TESTING_MD.read_text(encoding="utf-8"):
+        return
+    first, last = rows[0], rows[-1]
+    out = [BEGIN, "",
+           f"Latest: **{last['wall_seconds']:.0f} s** ({last['summary']}), `{last['command']}` on "
+           f"{describe(last['machine'])}, {last['date']}. Before: **{first['wall_seconds']:.0f} s** "
+           f"({first['summary']}) on {describe(first['machine'])}, {first['date']}.", "",
+           "| file | tests before | tests now | seconds before | seconds now |", "|---|---|---|---|---|"]
+    names = sorted(set(first["files"]) | set(last["files"]),
+                   key=lambda f: -(first["files"].get(f, {}).get("seconds", 0.0)))
+    for f in names:
+        a, b = first["files"].get(f, {}), last["files"].get(f, {})
+        out.append(f"| {f} | {a.get('tests', '')} | {b.get('tests', '')} | {a.get('seconds', '')} | "
+                   f"{b.get('seconds', '')} |")
+    out += ["", f"The 25 slowest phases now (`--durations=25`, {last['date']}):", ""]
+    out += md_table(last["slowest"], ["seconds", "phase", "test"]) + ["", END]
+    text = TESTING_MD.read_text(encoding="utf-8")
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    TESTING_MD.write_text(head + "\n".join(out) + tail, encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--label", default="", help="a name for the row (default: the date)")
@@ -92,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     rows.append(row)
     OUT_JSON.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
     write_markdown(rows)
+    write_testing_md(rows)
     print(f"{wall:.0f} s, {summary}: {OUT_JSON}")
     return proc.returncode
 
