@@ -172,10 +172,11 @@ def test_extractive_answer_takes_the_top_passage_sentences_closest_to_the_questi
     assert gen.answer("anything", "no sentence boundary here") == "no sentence boundary here"
 
 
-def test_level_pipelines_share_the_loaded_models(small_index, test_config):
+def test_level_pipelines_share_the_loaded_models(small_index, llm_test_config):
+    """The ``preqrag`` preset, so that level 1 has an LLM rewriting step to drop."""
     from preqrag.pipeline import Pipeline
 
-    base = Pipeline.from_config(small_index, test_config)
+    base = Pipeline.from_config(small_index, llm_test_config)
     levels = level_pipelines(base)
     assert len(levels) == 5 and levels[0] is base
     assert all(p.index is base.index and p.llm is base.llm and p.classifier is base.classifier for p in levels)
