@@ -16,8 +16,9 @@ from preqrag.io import iter_corpus, read_questions
 from preqrag.preflight import check_models
 
 FAST = {**TEST_OVERRIDES, "rewriter": {"name": "none"}, "reranker": {"name": "none"},
-        "generator": {"max_new_tokens": 16}}
-"""The probe's settings: rewriter and reranker off (the rows are about input, not models)."""
+        "generator": {"name": "extractive"}}
+"""The probe's settings: rewriter, reranker and LLM off, answers extractive (the rows are about
+input, not models; a test that sets its own ``generator`` table gets the LLM back)."""
 
 
 def _cli(*args, **kw):
@@ -150,14 +151,15 @@ def test_max_passage_tokens_is_applied(smollm2):
 
 def test_huge_question_and_wide_context_are_answered_with_truncation_in_trace(tmp_path, small_index,
                                                                               small_corpus):
-    """A 200,000-word question, and context_top_k = 8 over a 1,024-token window: both answered,
-    the cuts recorded in the trace (reranker on: it must cope with the question too)."""
+    """A 200,000-word question, and context_top_k = 8 over a 256-token window: both answered by
+    the LLM, the cuts recorded in the trace (reranker on: it must cope with the question too)."""
     q = small_corpus[2][0]
     qfile = tmp_path / "q.jsonl"
-    qfile.write_text(json.dumps({"id": "huge", "question": " ".join([q["question"]] * 12_000)}) + "\n"
+    huge = " ".join([q["question"]] * (200_000 // len(q["question"].split()) + 1))
+    qfile.write_text(json.dumps({"id": "huge", "question": huge}) + "\n"
                      + json.dumps({"id": "wide", "question": q["question"]}) + "\n")
-    cfg = _cfg(tmp_path, {**FAST, "reranker": {"depth": 8}, "llm": {"n_ctx": 1024},
-                          "generator": {"context_top_k": 8, "max_new_tokens": 16}})
+    cfg = _cfg(tmp_path, {**FAST, "reranker": {"depth": 8}, "llm": {"n_ctx": 256},
+                          "generator": {"context_top_k": 8, "max_new_tokens": 4}})
     out = tmp_path / "answers.jsonl"
     r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg)
     assert r.returncode == 0, r.stderr + (tmp_path / "answers.failed.jsonl").read_text()
@@ -168,7 +170,7 @@ def test_huge_question_and_wide_context_are_answered_with_truncation_in_trace(tm
     assert any(t.startswith("generate: passages 1-8 dropped: ") for t in traces["huge"]["truncations"])
     assert any(t.startswith("generate: question: ") for t in traces["huge"]["truncations"])
     assert traces["huge"]["context_ids"] == [] and answers["huge"]["passages"] == []
-    # 8 passages do not fit 1,024 tokens: the question stays whole, passages go from the end, and the
+    # 8 passages do not fit 256 tokens: the question stays whole, passages go from the end, and the
     # answer lists only those in the prompt
     wide = traces["wide"]
     assert 1 <= len(wide["context_ids"]) < 8 and len(answers["wide"]["passages"]) == len(wide["context_ids"])
@@ -176,4 +178,4 @@ def test_huge_question_and_wide_context_are_answered_with_truncation_in_trace(tm
     assert not any(t.startswith("generate: question: ") for t in wide["truncations"])
     assert wide["context_ids"] == wide["rankings"]["final"][0]["ids"][:len(wide["context_ids"])]
     assert q["question"] in answers["wide"]["final_prompt"]
-    assert len(answers["huge"]["final_prompt"].split()) < 1024
+    assert len(answers["huge"]["final_prompt"].split()) < 256

@@ -67,14 +67,21 @@ def test_rerun_with_cache_dir_skips_every_model_call(tmp_path, small_index, smal
 
 
 def test_overlapped_run_against_a_real_server(tmp_path, llama_server, small_index, small_corpus, test_config):
+    """3 questions in batches of 2 and 1: the second batch is retrieved while the first is
+    generating. Short prompts and answers (one passage cut to 32 tokens, 4 answer tokens: the
+    answer text is not under test)."""
     cfg = test_config.model_copy(deep=True)
     cfg.llm.backend, cfg.llm.base_url, cfg.llm.model = "openai", f"{llama_server}/v1", "smollm2"
     cfg.llm.structured_output = "json_object"  # the form llama-cpp-python's server reads
     cfg.run.batch_size, cfg.run.overlap = 2, True
+    cfg.generator.context_top_k, cfg.generator.max_passage_tokens, cfg.generator.max_new_tokens = 1, 32, 4
+    questions = small_corpus[2][:3]
+    qfile = tmp_path / "q.jsonl"
+    qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
     out = tmp_path / "answers.jsonl"
-    summary = run_questions(Pipeline.from_config(small_index, cfg), small_corpus[1], out)
-    assert (summary.answered, summary.failed) == (6, 0)
+    summary = run_questions(Pipeline.from_config(small_index, cfg), qfile, out)
+    assert (summary.answered, summary.failed) == (3, 0)
     ids = [json.loads(line)["id"] for line in out.read_text().splitlines()]
-    assert ids == [q["id"] for q in small_corpus[2]]  # written batch by batch, in input order
+    assert ids == [q["id"] for q in questions]  # written batch by batch, in input order
     traces = [json.loads(line) for line in sidecar(out, "traces").read_text().splitlines()]
     assert [t["id"] for t in traces] == ids and all(t["context_ids"] for t in traces)

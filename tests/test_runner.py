@@ -21,6 +21,17 @@ def cfg_file(tmp_path):
     return p
 
 
+@pytest.fixture(scope="module")
+def bm25_index(small_corpus, tmp_path_factory):
+    """The small corpus indexed BM25-only (``preqrag index --sparse-only``, in-process: a second or
+    two), for the batch runs: BM25 and the cross-encoder, no embedder, so that the process killed
+    below does not spend its time importing sentence-transformers."""
+    d = tmp_path_factory.mktemp("bm25_index")
+    r = run_cli("index", "--corpus", small_corpus[0], "--index", d / "index", "--sparse-only")
+    assert r.returncode == 0, r.stderr
+    return d / "index"
+
+
 def _cli(*args, **kw):
     return run_cli(*args, **kw)
 
@@ -29,13 +40,15 @@ def _lines(path):
     return [json.loads(line) for line in open(path, encoding="utf-8")]
 
 
-def test_bad_lines_reported_and_run_resumes(tmp_path, small_index, small_corpus, cfg_file):
+def test_bad_lines_reported_and_run_resumes(tmp_path, bm25_index, small_corpus, cfg_file):
+    """No LLM here (the extractive generator): the subject is the input, the resume and the report."""
+    cfg_file.write_text(_toml({**TEST_OVERRIDES, "generator": {"name": "extractive"}}))
     questions = small_corpus[2][:2]
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("\n".join([json.dumps(questions[0]), "{broken", json.dumps({"id": "x1", "question": ""}),
                                 json.dumps({"question": "no id"}), json.dumps(questions[1])]) + "\n")
     out = tmp_path / "answers.jsonl"
-    r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg_file)
+    r = _cli("run", qfile, "--index", bm25_index, "-o", out, "--config", cfg_file)
     assert r.returncode == 0, r.stderr
     assert f"{qfile}:2: <line>: invalid JSON" in r.stderr
     assert f"{qfile}:3: question: missing or empty" in r.stderr
@@ -46,7 +59,7 @@ def test_bad_lines_reported_and_run_resumes(tmp_path, small_index, small_corpus,
     failed = _lines(tmp_path / "answers.failed.jsonl")
     assert [(f["line"], f["field"]) for f in failed] == [(2, "<line>"), (3, "question"), (4, "id")]
     # second run: nothing left to do, nothing duplicated
-    r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg_file)
+    r = _cli("run", qfile, "--index", bm25_index, "-o", out, "--config", cfg_file)
     assert r.returncode == 0 and "2 already answered" in r.stderr
     assert len(_lines(out)) == 2
 
@@ -60,24 +73,32 @@ def test_bad_lines_reported_and_run_resumes(tmp_path, small_index, small_corpus,
     assert "final" in json.dumps(metrics) and (report / "report.html").exists()
 
 
-def test_sigkill_at_random_point_then_rerun_holds_each_id_once(tmp_path, small_index, small_corpus, cfg_file):
+def test_sigkill_at_random_point_then_rerun_holds_each_id_once(tmp_path, bm25_index, small_corpus, cfg_file):
+    """The killed run is a process of its own; the rerun is the same command in-process. Answers
+    are extractive (no LLM: the runner is under test, not the model), one question per batch, and
+    the kill point is drawn in answers rather than seconds, so it falls inside the run on a fast
+    machine as on a loaded one: after a random number of answers (1 to all but one), a random
+    moment into the next batch."""
     questions = small_corpus[2]
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
     out = tmp_path / "answers.jsonl"
-    cfg_file.write_text(_toml({**TEST_OVERRIDES, "run": {"batch_size": 1}}))
-    proc = subprocess.Popen([sys.executable, "-m", "preqrag.cli", "run", str(qfile), "--index", str(small_index),
+    cfg_file.write_text(_toml({**TEST_OVERRIDES, "run": {"batch_size": 1}, "generator": {"name": "extractive"}}))
+    rng = random.Random(os.getpid())
+    after = rng.randint(1, len(questions) - 1)
+    proc = subprocess.Popen([sys.executable, "-m", "preqrag.cli", "run", str(qfile), "--index", str(bm25_index),
                              "-o", str(out), "--config", str(cfg_file)], stderr=subprocess.DEVNULL)
-    # wait for the first answer, then kill at a random moment during the following ones
+    # wait for `after` answers, then kill at a random moment during the following ones
     deadline = time.monotonic() + 300
-    while (not out.exists() or not out.read_text()) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    time.sleep(random.Random(os.getpid()).uniform(0.0, 4.0))
+    while ((not out.exists() or out.read_bytes().count(b"\n") < after) and time.monotonic() < deadline
+           and proc.poll() is None):
+        time.sleep(0.01)
+    time.sleep(rng.uniform(0.0, 0.2))
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     before = len(read_valid(out))
-    assert 1 <= before <= len(questions)
-    r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg_file)
+    assert after <= before <= len(questions)
+    r = _cli("run", qfile, "--index", bm25_index, "-o", out, "--config", cfg_file)
     assert r.returncode == 0, r.stderr
     ids = [a["id"] for a in _lines(out)]  # every line valid JSON
     assert sorted(ids) == sorted(q["id"] for q in questions)
@@ -98,6 +119,9 @@ def test_ask_and_config_commands(small_index, cfg_file):
     bad.write_text("[reranker]\ndepht = 3\n")
     r = _cli("config", "--config", bad)
     assert r.returncode == 2 and "reranker.depht" in r.stderr
+    # the LLM answers from one short passage, in a few tokens (the record's fields are under test)
+    cfg_file.write_text(_toml({**TEST_OVERRIDES, "generator": {"context_top_k": 1, "max_passage_tokens": 64,
+                                                                "max_new_tokens": 4}}))
     r = _cli("ask", "--index", small_index, "--config", cfg_file, "--trace",
              "What data should a hotel look at to set room rates?")
     assert r.returncode == 0, r.stderr

@@ -1,6 +1,10 @@
-"""`preqrag serve`, tested for real: a server process on a free localhost port over a real small
+"""`preqrag serve`, tested for real: server processes on free localhost ports over a real small
 index with the bundled models (started and stopped by the tests), its HTTP API, and its page in
 headless Chromium (Debian's `chromium` driven by Playwright; no browser download).
+
+Two server processes serve the whole module: the main one (two pipelines, gold questions; the API
+tests, the fuzzer, the page), then, once it has been SIGKILLed under load, one started again on its
+port with an API key and a small queue (the key and 429 tests).
 
 Also: the interval-union model timing, the OpenAI-compatible backend called from inside a
 running event loop, and the worker's queue/timeout/failure handling with a fake pipeline
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures as cf
+import importlib.util
 import json
 import os
 import re
@@ -29,19 +34,33 @@ from pathlib import Path
 import pytest
 
 from _bench import unavailable
-from conftest import TEST_OVERRIDES, _free_port, config_toml
+from conftest import TEST_OVERRIDES, _free_port, config_toml, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
-SERVE_OVERRIDES = {**TEST_OVERRIDES, "rewriter": {"name": "none"}, "generator": {"max_new_tokens": 16},
-                   "run": {"batch_size": 4}}
-"""Fast test pipeline: the default models, no LLM rewriting, short answers."""
+SERVE_OVERRIDES = {**TEST_OVERRIDES, "embedder": {"name": "wordllama"}, "rewriter": {"name": "none"},
+                   "reranker": {"depth": 8, "max_length": 128},
+                   "generator": {"max_new_tokens": 8, "max_passage_tokens": 32},
+                   "llm": {"n_threads": 1}, "run": {"batch_size": 4}}
+"""Fast test pipeline: no LLM rewriting, the WordLlama embedder (no torch to import: a server
+process starts in seconds), the default classifier, cross-encoder and LLM, short answers from
+short prompts (32 tokens per passage; 128 per reranked pair), and llama.cpp on one thread: two
+threads on a busy 2-core machine (the fuzzer, the browser and the test itself beside the
+server) spin at llama.cpp's barriers and answer many times slower. The servers also get a
+content cache (``run.cache_dir``, :func:`serve_data`): a question asked again (the same question
+on the page, the fuzzer's many ``"0"`` questions) skips the models it already ran."""
 OTHER_OVERRIDES = {**SERVE_OVERRIDES, "classifier": {"name": "rules"}, "reranker": {"name": "none"},
                    "fusion": {"name": "rrf"}}
 """The second preset served for side-by-side comparison."""
+MAX_BATCH = 3
+"""The main server's ``--max-batch``: room for the 3-question micro-batch test, and the largest
+batch the fuzzer sends (the schema's ``maxItems``)."""
 START_TIMEOUT_S = 300.0
 REQUEST_TIMEOUT_S = 900
 """Generous: on a busy 2-core machine llama.cpp slows down many times over."""
 API_KEY = "test-key-5b1f0c"
+KEYED_QUEUE = 4
+"""The keyed server's ``--max-queue`` (with ``--batch-size 1``): the restart test's four clients
+always find room; the 429 test's twelve concurrent requests cannot."""
 XSS_DOC = {"id": "<urn:uuid:xss-probe>",
            "text": "The zorblax quantum frobnicator manual. <script>window.__xss=1</script> "
                    "<img src=x onerror=\"window.__xss=2\"> The zorblax quantum frobnicator is calibrated "
@@ -69,12 +88,12 @@ def http(method: str, url: str, body=None, *, raw: bytes | None = None, headers:
 
 
 class ServeProcess:
-    """``python -m preqrag.cli serve ...`` on a free 127.0.0.1 port. ``start()`` returns as
-    soon as the socket answers, recording the first ``/healthz`` status in ``first_health``;
-    ``wait_ready()`` waits for 200."""
+    """``python -m preqrag.cli serve ...`` on 127.0.0.1 (a free port unless ``port`` is given).
+    ``start()`` returns as soon as the socket answers, recording the first ``/healthz`` status
+    in ``first_health``; ``wait_ready()`` waits for 200."""
 
-    def __init__(self, args: list[str], env: dict | None = None):
-        self.port = _free_port()
+    def __init__(self, args: list[str], env: dict | None = None, port: int | None = None):
+        self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = args
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -112,6 +131,10 @@ class ServeProcess:
             if time.monotonic() > deadline:
                 pytest.fail(f"preqrag serve not ready within {START_TIMEOUT_S}s:\n{self.tail()}")
 
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
     def _check_alive(self) -> None:
         if self.proc.poll() is not None:
             pytest.fail(f"preqrag serve exited with {self.proc.returncode}:\n{self.tail()}")
@@ -128,56 +151,93 @@ class ServeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(timeout=20)
-        self.log.close()
-        os.unlink(self.log.name)
+        if not self.log.closed:
+            self.log.close()
+            os.unlink(self.log.name)
 
 
 # ---------------------------------------------------------------------- fixtures
 @pytest.fixture(scope="module")
 def serve_data(small_corpus, tmp_path_factory):
-    """(index dir, questions file, questions, config path, other config path): the small real
-    corpus plus one document whose text holds HTML/JS, indexed with the test settings."""
+    """(index dir, questions file, questions, config path, other config path): the gold documents
+    of the small real corpus's questions, three other documents and one document whose text holds
+    HTML/JS, indexed with the test settings. Both configs share one content cache
+    (``run.cache_dir``) in the same directory."""
     from preqrag.config import load_config
     from preqrag.index import build_index
 
+    if importlib.util.find_spec("wordllama") is None:
+        unavailable('the test pipeline\'s embedder needs wordllama: pip install "wordllama==0.4.0.post1"')
     corpus, qpath, questions = small_corpus
+    gold = {g for q in questions for g in q["gold_doc_ids"]}
+    docs = [json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines()]
+    others = [d for d in docs if d["id"] not in gold][:3]  # enough distractors; fewer passages to encode
     d = tmp_path_factory.mktemp("serve")
     mixed = d / "corpus.jsonl"
-    mixed.write_text(corpus.read_text(encoding="utf-8") + json.dumps(XSS_DOC) + "\n", encoding="utf-8")
+    mixed.write_text("".join(json.dumps(x) + "\n" for x in docs if x["id"] in gold or x in others)
+                     + json.dumps(XSS_DOC) + "\n", encoding="utf-8")
     index = d / "index"
     build_index(mixed, index, load_config(None, SERVE_OVERRIDES))
+    cache = {"run": {**SERVE_OVERRIDES["run"], "cache_dir": str(d / "cache")}}
     cfg = d / "serve.toml"
-    cfg.write_text(config_toml(SERVE_OVERRIDES))
+    cfg.write_text(config_toml({**SERVE_OVERRIDES, **cache}))
     other = d / "other.toml"
-    other.write_text(config_toml(OTHER_OVERRIDES))
+    other.write_text(config_toml({**OTHER_OVERRIDES, **cache}))
     return index, qpath, questions, cfg, other
 
 
-@pytest.fixture(scope="module")
-def server(serve_data):
-    """The main server: default + 'no-rerank' presets, gold from the small question file."""
+def _main_server(serve_data) -> ServeProcess:
     index, qpath, _, cfg, other = serve_data
-    proc = ServeProcess(["--index", str(index), "--config", str(cfg), "--compare", f"no-rerank={other}",
-                         "--questions", str(qpath), "--max-queue", "8", "--max-question-chars", "300",
-                         "--max-body-bytes", "4096", "--timeout", str(REQUEST_TIMEOUT_S)]).start()
-    try:
-        yield proc.wait_ready()
-    finally:
-        proc.stop()
+    return ServeProcess(["--index", str(index), "--config", str(cfg), "--compare", f"no-rerank={other}",
+                         "--questions", str(qpath), "--max-queue", "8", "--max-batch", str(MAX_BATCH),
+                         "--max-question-chars", "300", "--max-body-bytes", "4096",
+                         "--timeout", str(REQUEST_TIMEOUT_S)])
+
+
+def _keyed_server(serve_data, port: int | None = None) -> ServeProcess:
+    index, _, _, cfg, _ = serve_data
+    return ServeProcess(["--index", str(index), "--config", str(cfg), "--api-key-env", "PREQRAG_TEST_API_KEY",
+                         "--host", "127.0.0.1", "--max-queue", str(KEYED_QUEUE), "--batch-size", "1",
+                         "--timeout", str(REQUEST_TIMEOUT_S)],
+                        env={"PREQRAG_TEST_API_KEY": API_KEY}, port=port)
 
 
 @pytest.fixture(scope="module")
-def keyed_server(serve_data):
-    """A server requiring an API key, with a one-place queue and one question per micro-batch."""
-    index, _, _, cfg, _ = serve_data
-    proc = ServeProcess(["--index", str(index), "--config", str(cfg), "--api-key-env", "PREQRAG_TEST_API_KEY",
-                         "--host", "127.0.0.1", "--max-queue", "1", "--batch-size", "1",
-                         "--timeout", str(REQUEST_TIMEOUT_S)],
-                        env={"PREQRAG_TEST_API_KEY": API_KEY}).start()
+def servers():
+    """The module's server processes by role (``"main"``, ``"keyed"``), each started by the first
+    test that needs it and stopped at the end of the module. The restart test SIGKILLs the main
+    one and starts the keyed one in its place; a later test that needs the main one (only when
+    tests run in another order than the file's) gets a new one."""
+    procs: dict[str, ServeProcess] = {}
     try:
-        yield proc.wait_ready()
+        yield procs
     finally:
-        proc.stop()
+        for proc in procs.values():
+            proc.stop()
+
+
+def _running(servers: dict, role: str, make) -> ServeProcess:
+    proc = servers.get(role)
+    if proc is None or not proc.running:
+        if proc is not None:
+            proc.stop()
+        proc = servers[role] = make()
+        proc.start().wait_ready()
+    return proc
+
+
+@pytest.fixture()
+def server(servers, serve_data):
+    """The main server: default + 'no-rerank' presets, gold from the small question file, batches
+    of at most :data:`MAX_BATCH` questions."""
+    return _running(servers, "main", lambda: _main_server(serve_data))
+
+
+@pytest.fixture()
+def keyed_server(servers, serve_data):
+    """A server requiring an API key, with a :data:`KEYED_QUEUE`-place queue and one question per
+    micro-batch (the one the restart test started, when it ran first)."""
+    return _running(servers, "keyed", lambda: _keyed_server(serve_data))
 
 
 # ---------------------------------------------------------------------- API, real server
@@ -235,8 +295,14 @@ def test_batch_shares_one_micro_batch(server, serve_data):
 
 def test_concurrent_requests_are_micro_batched(server, serve_data):
     qs = [q["question"] for q in serve_data[2]][:4]
+    together = threading.Barrier(len(qs))  # sent at once: an answer from the cache takes milliseconds
+
+    def ask(q: str):
+        together.wait(timeout=60)
+        return http("POST", f"{server.url}/v1/answer", {"question": q})
+
     with cf.ThreadPoolExecutor(len(qs)) as pool:
-        replies = list(pool.map(lambda q: http("POST", f"{server.url}/v1/answer", {"question": q}), qs))
+        replies = list(pool.map(ask, qs))
     assert [r[0] for r in replies] == [200] * len(qs)
     assert [r[1]["answer"]["question"] for r in replies] == qs  # each client got its own answer
     assert max(r[1]["served"]["batch_size"] for r in replies) > 1
@@ -279,8 +345,8 @@ def test_bad_requests_get_json_errors(server, raw, status, code):
 def test_other_json_errors(server):
     status, body, _ = http("POST", f"{server.url}/v1/batch", {"questions": ["fine?", ""]})
     assert (status, body["error"]) == (422, "empty_question") and "questions[1]" in body["message"]
-    status, body, _ = http("POST", f"{server.url}/v1/batch", {"questions": ["q?"] * 9})
-    assert (status, body["error"]) == (422, "too_many_questions")
+    status, body, _ = http("POST", f"{server.url}/v1/batch", {"questions": ["q?"] * (MAX_BATCH + 1)})
+    assert (status, body["error"]) == (422, "too_many_questions")  # over --max-batch (the fake server: the queue)
     status, body, _ = http("GET", f"{server.url}/v1/nothing-here")
     assert (status, body["error"]) == (404, "not_found")
     status, body, _ = http("GET", f"{server.url}/v1/answer")
@@ -315,135 +381,22 @@ def test_client_disconnecting_mid_request(server, serve_data):
 
 def test_api_fuzzed_by_schemathesis(server, tmp_path):
     """Schemathesis (property-based, from /openapi.json) against the real server, bounded: its
-    default checks (no 5xx, responses match the declared schemas, schema-valid requests
-    accepted and invalid ones refused, ...) pass, and the server still answers afterwards.
-    The long run is bench/fuzz_serve.py."""
+    coverage phase (each operation's schema boundaries: shortest and longest questions, the
+    largest batch, every field left out, invalid types and methods) and 2 random examples per
+    operation. Its default checks (no 5xx, responses match the declared schemas, schema-valid
+    requests accepted and invalid ones refused, ...) pass, every operation was tested, and the
+    server still answers afterwards. The long run is bench/fuzz_serve.py."""
     pytest.importorskip("schemathesis")
     r = subprocess.run([sys.executable, "-m", "schemathesis.cli", "run", f"{server.url}/openapi.json",
-                        "--max-examples", "5", "--seed", "1", "--request-timeout", "300", "--no-color"],
+                        "--max-examples", "2", "--seed", "1", "--request-timeout", "300", "--no-color"],
                        capture_output=True, text=True, timeout=1800, cwd=tmp_path)
     summary = r.stdout[-3000:]
     assert r.returncode == 0 and "No issues found" in summary, summary
+    assert re.search(r"Tested: 6\b", summary), summary  # the 6 operations were really exercised
     generated = int(re.search(r"(\d+) generated", summary).group(1))
-    assert generated >= 30, summary  # 6 operations were really exercised
+    assert generated >= 30, summary
     status, body, _ = http("GET", f"{server.url}/healthz")
     assert status == 200 and server.proc.poll() is None
-
-
-def test_server_killed_and_restarted_under_load(serve_data):
-    """SIGKILL mid-load: clients get connection errors (then 503 not_ready while the new one
-    loads), never a wrong answer; a server started again on the same port answers again (every
-    reply checked against its request's id and question)."""
-    import http.client as http_client
-    import signal
-
-    index, _, questions, cfg, _ = serve_data
-    first = ServeProcess(["--index", str(index), "--config", str(cfg), "--timeout", str(REQUEST_TIMEOUT_S)])
-    first.start().wait_ready()
-    results: list[tuple[str, str]] = []
-    stop = threading.Event()
-
-    def client(c: int):
-        n = 0
-        while not stop.is_set():
-            qid = f"c{c}-{n}"
-            q = questions[(c + n) % len(questions)]["question"]
-            n += 1
-            try:
-                status, body, _ = http("POST", f"{first.url}/v1/retrieve", {"question": q, "id": qid}, timeout=120)
-            except (urllib.error.URLError, http_client.HTTPException, OSError):
-                results.append(("connection_error", qid))
-                time.sleep(0.1)
-                continue
-            if status == 503 and (body or {}).get("error") == "not_ready":  # the new server still loading
-                results.append(("not_ready", qid))
-                time.sleep(0.1)
-                continue
-            ok = status == 200 and body["id"] == qid and body["question"] == q
-            results.append(("ok" if ok else f"wrong {status} {(body or {}).get('error')}", qid))
-
-    threads = [threading.Thread(target=client, args=(c,)) for c in range(4)]
-    second = ServeProcess(["--index", str(index), "--config", str(cfg), "--timeout", str(REQUEST_TIMEOUT_S)])
-    second.port, second.url = first.port, first.url  # restarted on the same address
-    try:
-        for th in threads:
-            th.start()
-        deadline = time.monotonic() + 300
-        while sum(r[0] == "ok" for r in results) < 8:  # under load
-            assert time.monotonic() < deadline, results[-5:]
-            time.sleep(0.05)
-        first.proc.send_signal(signal.SIGKILL)
-        first.proc.wait(timeout=30)
-        before = len(results)
-        second.start().wait_ready()
-        deadline = time.monotonic() + 300
-        while sum(r[0] == "ok" for r in results[before:]) < 8:  # the restarted server answers the clients
-            assert time.monotonic() < deadline, results[-5:]
-            time.sleep(0.05)
-    finally:
-        stop.set()
-        for th in threads:
-            th.join(timeout=180)
-        first.stop()
-        second.stop()
-    kinds = {k for k, _ in results}
-    assert kinds <= {"ok", "connection_error", "not_ready"}, sorted(kinds)
-    assert "connection_error" in kinds  # the kill was felt
-    assert len({qid for _, qid in results}) == len(results)  # one outcome per request
-
-
-def test_api_key_required_on_every_v1_route(keyed_server):
-    url = keyed_server.url
-    for method, path, body in [("POST", "/v1/answer", {"question": "q?"}), ("POST", "/v1/retrieve", {"question": "q?"}),
-                               ("POST", "/v1/batch", {"questions": ["q?"]}), ("GET", "/v1/config", None),
-                               ("GET", "/v1/stats", None), ("POST", "/v1/answer", None)]:
-        for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-API-Key": API_KEY + "x"}):
-            status, reply, hdrs = http(method, url + path, body, headers=headers)
-            assert (status, reply["error"]) == (401, "unauthorized"), (path, headers, reply)
-            assert hdrs.get("www-authenticate") == "Bearer"
-    assert http("GET", f"{url}/v1/config", headers={"Authorization": f"Bearer {API_KEY}"})[0] == 200
-    assert http("GET", f"{url}/v1/config", headers={"X-API-Key": API_KEY})[0] == 200
-    assert http("GET", f"{url}/healthz")[0] == 200  # health and the page need no key
-    with urllib.request.urlopen(f"{url}/", timeout=30) as resp:
-        assert resp.status == 200
-
-
-def test_queue_full_answers_429(keyed_server, serve_data):
-    key = {"Authorization": f"Bearer {API_KEY}"}
-    qs = [q["question"] for q in serve_data[2]] * 2
-    with cf.ThreadPoolExecutor(len(qs)) as pool:
-        replies = list(pool.map(lambda q: http("POST", f"{keyed_server.url}/v1/answer", {"question": q},
-                                               headers=key), qs))
-    statuses = [r[0] for r in replies]
-    assert set(statuses) <= {200, 429}, statuses
-    assert statuses.count(429) >= 1 and statuses.count(200) >= 1, statuses
-    for status, body, hdrs in replies:
-        if status == 429:
-            assert body["error"] == "queue_full" and int(hdrs["retry-after"]) >= 1
-        else:
-            assert body["answer"]["question"] in qs
-    _, stats, _ = http("GET", f"{keyed_server.url}/v1/stats", headers=key)
-    assert stats["rejected"] >= statuses.count(429)
-
-
-def test_non_local_bind_requires_api_key(serve_data, tmp_path):
-    index = serve_data[0]
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    env.pop("PREQRAG_TEST_API_KEY", None)
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "serve", "--index", str(index), "--host", "0.0.0.0",
-                        "--port", str(_free_port())], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 2 and "--api-key-env" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "serve", "--index", str(index), "--host", "0.0.0.0",
-                        "--api-key-env", "PREQRAG_UNSET_KEY_VAR", "--port", str(_free_port())],
-                       capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 2 and "PREQRAG_UNSET_KEY_VAR" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "serve", "--index", str(tmp_path / "missing"),
-                        "--port", str(_free_port())], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 2 and "not an index" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "preqrag.cli", "serve", "--index", str(index), "--compare",
-                        "no-such-preset", "--port", str(_free_port())], capture_output=True, text=True, env=env,
-                       timeout=120)
-    assert r.returncode == 2 and "unknown preset" in r.stderr
 
 
 # ---------------------------------------------------------------------- the page, headless Chromium
@@ -541,6 +494,146 @@ def test_page_shows_html_in_passages_as_text(server, browser):
     assert page.evaluate("typeof window.__xss") == "undefined"
     assert page.locator("#results script, #results img").count() == 0
     assert errors == []
+
+
+# ---------------------------------------------------------------------- killed and restarted: the keyed server
+def test_server_killed_and_restarted_under_load(server, serve_data, servers):
+    """SIGKILL mid-load: clients get connection errors (then 503 not_ready while the new one
+    loads), never a wrong answer; a server started again on the same port answers again (every
+    reply checked against its request's id and question).
+
+    The killed one is the main server (the tests above are done with it); the one started in
+    its place is the keyed server of the tests below (the clients send its key)."""
+    import http.client as http_client
+    import signal
+
+    questions = serve_data[2]
+    first = server
+    if "keyed" in servers:  # started already (tests run in another order): this one replaces it
+        servers.pop("keyed").stop()
+    second = servers["keyed"] = _keyed_server(serve_data, port=first.port)  # restarted on the same address
+    key = {"Authorization": f"Bearer {API_KEY}"}
+    results: list[tuple[str, str]] = []
+    stop = threading.Event()
+
+    def client(c: int):
+        n = 0
+        while not stop.is_set():
+            qid = f"c{c}-{n}"
+            q = questions[(c + n) % len(questions)]["question"]
+            n += 1
+            try:
+                status, body, _ = http("POST", f"{first.url}/v1/retrieve", {"question": q, "id": qid},
+                                       headers=key, timeout=120)
+            except (urllib.error.URLError, http_client.HTTPException, OSError):
+                results.append(("connection_error", qid))
+                time.sleep(0.1)
+                continue
+            if status == 503 and (body or {}).get("error") == "not_ready":  # the new server still loading
+                results.append(("not_ready", qid))
+                time.sleep(0.1)
+                continue
+            ok = status == 200 and body["id"] == qid and body["question"] == q
+            results.append(("ok" if ok else f"wrong {status} {(body or {}).get('error')}", qid))
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(KEYED_QUEUE)]
+    try:
+        for th in threads:
+            th.start()
+        deadline = time.monotonic() + 300
+        while sum(r[0] == "ok" for r in results) < 8:  # under load
+            assert time.monotonic() < deadline, results[-5:]
+            time.sleep(0.05)
+        first.proc.send_signal(signal.SIGKILL)
+        first.proc.wait(timeout=30)
+        before = len(results)
+        second.start().wait_ready()
+        deadline = time.monotonic() + 300
+        while sum(r[0] == "ok" for r in results[before:]) < 8:  # the restarted server answers the clients
+            assert time.monotonic() < deadline, results[-5:]
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for th in threads:
+            th.join(timeout=180)
+    kinds = {k for k, _ in results}
+    assert kinds <= {"ok", "connection_error", "not_ready"}, sorted(kinds)
+    assert "connection_error" in kinds  # the kill was felt
+    assert len({qid for _, qid in results}) == len(results)  # one outcome per request
+
+
+def test_api_key_required_on_every_v1_route(keyed_server):
+    url = keyed_server.url
+    for method, path, body in [("POST", "/v1/answer", {"question": "q?"}), ("POST", "/v1/retrieve", {"question": "q?"}),
+                               ("POST", "/v1/batch", {"questions": ["q?"]}), ("GET", "/v1/config", None),
+                               ("GET", "/v1/stats", None), ("POST", "/v1/answer", None)]:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"X-API-Key": API_KEY + "x"}):
+            status, reply, hdrs = http(method, url + path, body, headers=headers)
+            assert (status, reply["error"]) == (401, "unauthorized"), (path, headers, reply)
+            assert hdrs.get("www-authenticate") == "Bearer"
+    assert http("GET", f"{url}/v1/config", headers={"Authorization": f"Bearer {API_KEY}"})[0] == 200
+    assert http("GET", f"{url}/v1/config", headers={"X-API-Key": API_KEY})[0] == 200
+    assert http("GET", f"{url}/healthz")[0] == 200  # health and the page need no key
+    with urllib.request.urlopen(f"{url}/", timeout=30) as resp:
+        assert resp.status == 200
+
+
+def test_queue_full_answers_429(keyed_server, serve_data):
+    """Concurrent requests beyond the queue get 429 queue_full with Retry-After; those that found
+    room are answered. One question that no test asked before (no cache hit: the LLM runs)
+    keeps the one worker busy while twelve others arrive for the four places."""
+    key = {"Authorization": f"Bearer {API_KEY}"}
+    url = keyed_server.url
+    submitted = http("GET", f"{url}/v1/stats", headers=key)[1]["submitted"]
+    busy = "Which night shift calibrates the zorblax quantum frobnicator, and with which key?"
+    with cf.ThreadPoolExecutor(1) as one:
+        occupying = one.submit(http, "POST", f"{url}/v1/answer", {"question": busy}, headers=key)
+        deadline = time.monotonic() + 60
+        while True:  # taken by the worker: submitted, no longer queued
+            stats = http("GET", f"{url}/v1/stats", headers=key)[1]
+            if stats["submitted"] > submitted and stats["queued"] == 0:
+                break
+            assert time.monotonic() < deadline and not occupying.done(), stats
+            time.sleep(0.01)
+        qs = [q["question"] for q in serve_data[2]][:4] * 3
+        with cf.ThreadPoolExecutor(len(qs)) as pool:
+            replies = list(pool.map(lambda q: http("POST", f"{url}/v1/answer", {"question": q}, headers=key), qs))
+        status, body, _ = occupying.result()
+    assert status == 200 and body["answer"]["question"] == busy, body
+    statuses = [r[0] for r in replies]
+    assert set(statuses) <= {200, 429}, statuses
+    assert statuses.count(429) >= 1 and statuses.count(200) >= 1, statuses
+    for status, body, hdrs in replies:
+        if status == 429:
+            assert body["error"] == "queue_full" and int(hdrs["retry-after"]) >= 1
+        else:
+            assert body["answer"]["question"] in qs
+    _, stats, _ = http("GET", f"{url}/v1/stats", headers=key)
+    assert stats["rejected"] >= statuses.count(429)
+
+
+def test_non_local_bind_requires_api_key(serve_data, tmp_path, monkeypatch):
+    """`preqrag serve` refuses to start (exit 2, a message naming the fix) before loading any model:
+    a non-loopback bind without a key, a key variable that is unset, a missing index, an unknown
+    preset (run in-process: the command's checks, not a server, are under test)."""
+    from preqrag import onnx_runtime
+    from preqrag.serve.cli import ONEDNN_CACHE_ENV
+
+    index = serve_data[0]
+    for var in ("PREQRAG_TEST_API_KEY", "PREQRAG_UNSET_KEY_VAR"):
+        monkeypatch.delenv(var, raising=False)
+    # what `serve` sets for its own process before the checks: as it was again after the test
+    monkeypatch.setattr(onnx_runtime, "RESERVE_PEAK_AT_WARM_UP", onnx_runtime.RESERVE_PEAK_AT_WARM_UP)
+    monkeypatch.setenv(ONEDNN_CACHE_ENV, os.environ.get(ONEDNN_CACHE_ENV, ""))  # unset again if it was
+    r = run_cli("serve", "--index", index, "--host", "0.0.0.0", "--port", _free_port())
+    assert r.returncode == 2 and "--api-key-env" in r.stderr, r
+    r = run_cli("serve", "--index", index, "--host", "0.0.0.0", "--api-key-env", "PREQRAG_UNSET_KEY_VAR",
+                "--port", _free_port())
+    assert r.returncode == 2 and "PREQRAG_UNSET_KEY_VAR" in r.stderr, r
+    r = run_cli("serve", "--index", tmp_path / "missing", "--port", _free_port())
+    assert r.returncode == 2 and "not an index" in r.stderr, r
+    r = run_cli("serve", "--index", index, "--compare", "no-such-preset", "--port", _free_port())
+    assert r.returncode == 2 and "unknown preset" in r.stderr, r
 
 
 # ---------------------------------------------------------------------- timing, unit
@@ -701,6 +794,8 @@ def test_failures_timeouts_and_a_full_queue_keep_the_server_up(fake_server):
     url, app = fake_server
     status, body, _ = http("POST", f"{url}/v1/answer", {"question": "boom"})
     assert (status, body["error"], body["stage"]) == (500, "question_failed", "rerank")
+    status, body, _ = http("POST", f"{url}/v1/batch", {"questions": ["fine"] * 3})
+    assert (status, body["error"]) == (422, "too_many_questions")  # a batch never exceeds the queue (2)
     status, body, _ = http("POST", f"{url}/v1/batch", {"questions": ["fine", "boom"]})
     assert status == 200
     assert "answer" in body["results"][0] and body["results"][1]["error"] == "question_failed"
