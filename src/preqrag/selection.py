@@ -23,9 +23,9 @@ A passage that fits its share whole is kept whole. The passages keep their numbe
 prompt's ``[n]``), so citations and ``Trace.context_ids`` are unchanged; what was cut is
 returned as notes for the trace (``"passage 2: 287 -> 118 tokens, 3 of 11 sentences"``).
 
-This is the extractive context compression of RECOMP (Xu, Shi & Choi, ICLR 2024, §3.1: select
-the context sentences that best match the query) with a lexical scorer instead of a trained
-one: it needs no model and costs well under a millisecond per passage.
+This is the extractive context compression of RECOMP (Xu, Shi & Choi, ICLR 2024: select the
+context sentences that best match the query) with a lexical scorer instead of a trained one: it
+needs no model call, only the LLM's tokenizer to count tokens.
 """
 
 from __future__ import annotations
