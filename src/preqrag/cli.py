@@ -243,16 +243,21 @@ def ask(question: str = typer.Argument(..., help="The question."),
             record["trace"] = outcome.trace.model_dump(mode="json")
         typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
         return
-    typer.echo(format_answer(record, sum(outcome.trace.seconds.values()), _attributor(cfg)))
+    typer.echo(format_answer(record, sum(outcome.trace.seconds.values()), _attributor(pipeline)))
 
 
-def _attributor(cfg):
-    """The citation attributor over ``[reranker]``'s cross-encoder (the bundled one when the
-    preset has none), or ``None`` when it cannot load: the answer is then shown unmarked."""
-    from .citations import load_attributor
+def _attributor(pipeline):
+    """The citation attributor over the pipeline's own ``[reranker]`` cross-encoder (shared from
+    its model pool, not loaded again; the bundled one when the preset has none), or ``None`` when
+    it cannot load: the answer is then shown unmarked."""
+    from .citations import Attributor, load_attributor
+    from .rerankers import shared_reranker
 
     try:
-        return load_attributor(cfg.reranker, cache_dir=cfg.run.cache_dir)
+        scorer = shared_reranker(pipeline.ctx)
+        if scorer is not None:
+            return Attributor(scorer)
+        return load_attributor(cache_dir=pipeline.cfg.run.cache_dir)
     except (ImportError, FileNotFoundError, OSError) as e:
         err.print(f"[yellow]no citation markers[/yellow]: {e}")
         return None
@@ -385,7 +390,7 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
         for line in traces.read_text().splitlines():
             t = json.loads(line)
             seconds[str(t["id"])] = sum(t.get("seconds", {}).values())
-    attributor = _attributor(cfg)
+    attributor = _attributor(pipeline)
     for line in out.read_text().splitlines():
         rec = json.loads(line)
         typer.echo(format_answer(rec, seconds.get(str(rec["id"])), attributor))

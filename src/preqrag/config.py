@@ -263,7 +263,7 @@ class LLMConfig(_Section):
     """The LLM used by rewriting, LLM classification, generation and judging."""
 
     backend: Literal["llama-cpp", "openai"] = "llama-cpp"
-    model: str = Field(default_factory=lambda: default_llm(), description=(
+    model: str = Field(default_factory=default_llm, description=(
         "llama-cpp: a registry name or a .gguf path; openai: the served model name. Default: "
         "qwen2.5-coder-1.5b (installed by ./install.sh, or `preqrag models install qwen2.5-coder-1.5b`: "
         "the best answers of the LLMs available offline, docs/bench/answers.md), or the environment "
