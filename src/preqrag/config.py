@@ -231,6 +231,10 @@ class GeneratorConfig(_Section):
         "passages. 384 (128 per passage of context_top_k 3): with Qwen2.5-Coder-1.5B on 2 AVX2 cores, 16.9 s "
         "instead of 39.6 s per answer, token F1 0.331 vs 0.349 on 30 dev questions (docs/bench/answers.md); "
         "prefill is most of an answer's cost on a CPU."))
+    sentence_scorer: Literal["words", "cross-encoder"] = Field("words", description=(
+        "How context_tokens' sentences are chosen: 'words' (the question's words, IDF-weighted; no model "
+        "call) or 'cross-encoder' (the [reranker] model scores each sentence against the question; "
+        "needs reranker.name != 'none'). preqrag.selection."))
     temperature: float = Field(0.0, ge=0, description=(
         "Answer sampling temperature; 0 = greedy, PreQRAG's choice (App. B.2, Table B.2 compares "
         "temp 0.7/top_p 0.85/top_k 20, 0.9/0.9/40, 1.2/0.95/60). DoTA-RAG's code samples at 0.8."))

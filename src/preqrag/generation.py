@@ -149,9 +149,19 @@ class LLMGenerator:
 
     name = "llm"
 
-    def __init__(self, llm: LLM, cfg: GeneratorConfig):
+    def __init__(self, llm: LLM, cfg: GeneratorConfig, sentence_scorer=None):
         self.llm = llm
         self.cfg = cfg
+        self.sentence_scorer = sentence_scorer
+
+    @property
+    def _score(self):
+        """``(question, sentences) -> scores`` for :func:`select_sentences`: the cross-encoder's
+        logits when one was given, else None (question-word overlap)."""
+        ce = self.sentence_scorer
+        if ce is None:
+            return None
+        return lambda q, sentences: ce.score([(q, s) for s in sentences]) if sentences else []
 
     def generate(self, questions: list[str], contexts: list[list[str]],
                  extras: list[dict] | None = None) -> list[Generated]:
@@ -159,7 +169,8 @@ class LLMGenerator:
         count = getattr(llm, "count_tokens", None) or approx_tokens
         window = int(getattr(llm, "context_window", None) or 4096)
         selected: list[tuple[list[str], list[str]]] = [
-            select_sentences(q, c, max_tokens=self.cfg.context_tokens, count=count) if self.cfg.context_tokens
+            select_sentences(q, c, max_tokens=self.cfg.context_tokens, count=count, scorer=self._score)
+            if self.cfg.context_tokens
             else (c, []) for q, c in zip(questions, contexts)]
         fitted = [fit_prompt(q, s, prompt=self.cfg.prompt, count=count, window=window,
                              max_new_tokens=self.cfg.max_new_tokens,
@@ -182,6 +193,14 @@ class LLMGenerator:
         return out
 
 
-@register("generator", "preqrag", reads=("generator", "llm"))
+@register("generator", "preqrag", reads=("generator", "llm", "reranker"))
 def _preqrag(ctx: Context) -> LLMGenerator:
-    return LLMGenerator(ctx.get_llm(), ctx.cfg.generator)
+    scorer = None
+    if ctx.cfg.generator.context_tokens and ctx.cfg.generator.sentence_scorer == "cross-encoder":
+        from .rerankers import shared_reranker
+
+        scorer = shared_reranker(ctx)
+        if scorer is None:
+            raise ValueError("[generator] sentence_scorer = 'cross-encoder' needs a cross-encoder: "
+                             "[reranker] name is 'none' (set sentence_scorer = 'words')")
+    return LLMGenerator(ctx.get_llm(), ctx.cfg.generator, sentence_scorer=scorer)

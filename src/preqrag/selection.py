@@ -13,9 +13,12 @@ sentences that share the most question words, within a token budget for the whol
 3. the budget is shared out by rank: passage ``i`` of ``k`` may use what passages before it
    left plus ``budget / k``, so every passage keeps its best sentences (PreQRAG §2.5 answers
    from the top-3 passages; a multi-document question needs each);
+   Or (``scorer``) a model scores each sentence against the question: the cross-encoder that
+   reranked the passages (``[generator] sentence_scorer = "cross-encoder"``), as RECOMP's
+   extractive compressor scores sentences with a trained bi-/cross-encoder;
 4. within its share, a passage's sentences are taken best first (ties: the earlier sentence;
-   sentences that share no question word fill the rest in text order, the first of them
-   usually naming the topic) and a sentence that does not fit is skipped; when the best
+   with word overlap, sentences that share no question word fill the rest in text order, the
+   first of them usually naming the topic) and a sentence that does not fit is skipped; when the best
    sentence alone exceeds the share, its head (cut to the share) is the passage;
 5. the kept sentences are joined in text order, with ``" … "`` where sentences were left out.
 
@@ -24,14 +27,14 @@ prompt's ``[n]``), so citations and ``Trace.context_ids`` are unchanged; what wa
 returned as notes for the trace (``"passage 2: 287 -> 118 tokens, 3 of 11 sentences"``).
 
 This is the extractive context compression of RECOMP (Xu, Shi & Choi, ICLR 2024: select the
-context sentences that best match the query) with a lexical scorer instead of a trained one: it
-needs no model call, only the LLM's tokenizer to count tokens.
+context sentences that best match the query) with a lexical scorer instead of a trained one (no
+model call, only the LLM's tokenizer to count tokens), or with the pipeline's cross-encoder.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from .text import content_words, split_sentences, truncate_tokens
 
@@ -76,8 +79,24 @@ def _fit(kept: list[int], sents: list[str], scores: list[float], room: int, coun
     return kept
 
 
+def _model_scores(question: str, sentences: list[list[str]],
+                  scorer: Callable[[str, list[str]], Sequence[float]]) -> list[list[float]]:
+    """Per passage, per sentence: ``scorer(question, sentences)`` of all sentences in one call."""
+    flat = [s for sents in sentences for s in sents]
+    values = [float(v) for v in scorer(question, flat)]
+    if len(values) != len(flat):
+        raise ValueError(f"select_sentences: the scorer returned {len(values)} scores for {len(flat)} sentences")
+    out, i = [], 0
+    for sents in sentences:
+        out.append(values[i:i + len(sents)])
+        i += len(sents)
+    return out
+
+
 def select_sentences(question: str, passages: list[str], *, max_tokens: int,
-                     count: Callable[[str], int]) -> tuple[list[str], list[str]]:
+                     count: Callable[[str], int],
+                     scorer: Callable[[str, list[str]], Sequence[float]] | None = None
+                     ) -> tuple[list[str], list[str]]:
     """The answer-bearing sentences of each passage, ``max_tokens`` LLM tokens in all.
 
     Args:
@@ -86,6 +105,9 @@ def select_sentences(question: str, passages: list[str], *, max_tokens: int,
         max_tokens: tokens for all passages together (``generator.context_tokens``); each
             passage gets an equal share plus what the passages before it left unused.
         count: the LLM's token counter (:func:`preqrag.text.token_counter`).
+        scorer: ``scorer(question, sentences) -> one score per sentence`` (higher = more
+            answer-bearing), e.g. the cross-encoder's logits (``[generator] sentence_scorer =
+            "cross-encoder"``); None (default): the IDF-weighted question-word overlap (step 2).
 
     Returns:
         ``(passages, notes)``: one text per passage, in the same order (a passage that fits its
@@ -100,7 +122,7 @@ def select_sentences(question: str, passages: list[str], *, max_tokens: int,
     if not passages:
         return [], []
     sentences = [split_sentences(p) or [p.strip()] for p in passages]
-    scores = _scores(question, sentences)
+    scores = _scores(question, sentences) if scorer is None else _model_scores(question, sentences, scorer)
     share, spare = max_tokens // len(passages), 0
     out, notes = [], []
     for i, (text, sents, sc) in enumerate(zip(passages, sentences, scores), 1):
