@@ -301,12 +301,14 @@ def small_corpus(tmp_path_factory):
 
 
 TEST_OVERRIDES = {"pipeline": "hybrid", "reranker": {"depth": 8}, "run": {"batch_size": 3},
-                  "generator": {"max_new_tokens": 16, "max_passage_tokens": 128},
+                  "generator": {"max_new_tokens": 16, "max_passage_tokens": 128, "sentence_scorer": "words"},
                   "rewriter": {"max_new_tokens": 48}}
 """Test settings: the ``hybrid`` preset (no LLM call before generation) with the default models,
 less reranking, shorter passages in the prompt (128 tokens each: SmolLM2's prefill of three
 512-token passages was most of a test answer's time) and 16 answer tokens, to keep the suite
-fast. Tests of the LLM steps (classification, rewriting, decomposition) use
+fast; the context's sentences are chosen by question words, not by the cross-encoder (the default,
+tested in tests/test_selection.py, tests/test_default_llm.py and tests/test_demo.py), which would
+score every sentence of every test answer's passages. Tests of the LLM steps (classification, rewriting, decomposition) use
 :data:`LLM_TEST_OVERRIDES`; a test that sets its own ``generator`` table replaces this one."""
 
 LLM_TEST_OVERRIDES = {**TEST_OVERRIDES, "pipeline": "preqrag",

@@ -1,5 +1,5 @@
 """The shipped default LLM (issue 40): the default configuration names Qwen2.5-Coder-1.5B with
-sentence selection, ``$PREQRAG_LLM_MODEL`` replaces that default (the tests' SmolLM2, tiny
+sentence selection by the cross-encoder, ``$PREQRAG_LLM_MODEL`` replaces that default (the tests' SmolLM2, tiny
 machines) and a file's value wins over both; and the default model, installed by ./install.sh,
 answers a real question from selected sentences. The only test that loads the 1.5B model."""
 
@@ -18,7 +18,8 @@ def test_default_is_qwen_15b_with_sentence_selection_and_the_environment_replace
     monkeypatch.delenv(LLM_MODEL_ENV, raising=False)
     cfg = load_config(None)
     assert DEFAULT_LLM == "qwen2.5-coder-1.5b" and cfg.llm.model == DEFAULT_LLM and LLMConfig().model == DEFAULT_LLM
-    assert cfg.generator.context_tokens == 384 and cfg.generator.context_top_k == 3
+    assert cfg.generator.context_tokens == 256 and cfg.generator.context_top_k == 3
+    assert cfg.generator.sentence_scorer == "auto" and cfg.reranker.name != "none"  # the cross-encoder chooses
     monkeypatch.setenv(LLM_MODEL_ENV, "  ")  # blank: the default
     assert LLMConfig().model == DEFAULT_LLM
     monkeypatch.setenv(LLM_MODEL_ENV, TEST_LLM)
@@ -29,8 +30,8 @@ def test_default_is_qwen_15b_with_sentence_selection_and_the_environment_replace
 
 
 def test_default_llm_is_installed_and_answers_from_selected_sentences(small_index, small_corpus, monkeypatch):
-    """One smoke question through the default configuration (``hybrid``, the 1.5B model, 384
-    tokens of selected sentences), as ``preqrag ask`` answers it: a non-degenerate answer, the
+    """One smoke question through the default configuration (``hybrid``, the 1.5B model, 256
+    tokens of sentences chosen by the cross-encoder), as ``preqrag ask`` answers it: a non-degenerate answer, the
     selection recorded in the trace, the three passages kept as the answer's sources."""
     from preqrag.answering import degenerate
     from preqrag.model_install import ModelInstallError, verify
@@ -51,7 +52,8 @@ def test_default_llm_is_installed_and_answers_from_selected_sentences(small_inde
     assert answer.answer.strip() and degenerate(answer.answer) is None, answer.answer
     assert len(answer.passages) == 3 and len(trace.context_ids) == 3
     selected = [t for t in trace.truncations if t.startswith("generate: selected passage ")]
-    assert selected, trace.truncations  # the bench's passages are longer than their 128-token share
+    assert selected, trace.truncations  # the smoke passages are longer than their ~85-token share
+    assert all(t.endswith(", by the cross-encoder") for t in selected), selected
     # the prompt holds the question and, of each passage, at least its best sentence
     assert q["question"] in answer.final_prompt and all(f"[{i}] " in answer.final_prompt for i in (1, 2, 3))
     print(json.dumps({"question": q["question"], "answer": answer.answer, "reference": q["answer"]}, indent=1))

@@ -95,6 +95,7 @@ def test_generator_prompt_holds_the_selected_sentences_and_the_trace_says_what_w
     assert "Parking is available" in whole.final_prompt
     assert [t.split(":")[0] for t in g.truncations] == ["generate", "generate"]
     assert g.truncations[0].startswith("generate: selected passage 1: ") and g.n_passages == 2
+    assert g.truncations[0].endswith(", by question words")
     assert whole.truncations == []
 
 
@@ -128,6 +129,43 @@ def test_cross_encoder_scorer_keeps_the_sentence_that_answers_and_the_generator_
     g = gen.generate([q], [[p]])[0]
     assert "330 metres" in g.final_prompt and "Tall towers" not in g.final_prompt
     assert g.truncations[0].startswith("generate: selected passage 1: ")
-    bad = load_config(None, {"generator": {"sentence_scorer": "cross-encoder"}, "reranker": {"name": "none"}})
+    assert g.truncations[0].endswith(", by the cross-encoder")
+    # the default, "auto": the cross-encoder when the pipeline has one, else question words;
+    # asking for the cross-encoder where there is none fails when the pipeline is built
+    assert components.build("generator", "preqrag", Context(cfg=load_config(None))).sentence_scorer is not None
+    none = {"reranker": {"name": "none"}}
+    assert components.build("generator", "preqrag", Context(cfg=load_config(None, none))).sentence_scorer is None
+    bad = load_config(None, {"generator": {"sentence_scorer": "cross-encoder"}, **none})
     with pytest.raises(ValueError, match="sentence_scorer"):
         components.build("generator", "preqrag", Context(cfg=bad))
+
+
+def test_an_answer_cut_by_the_token_cap_loses_its_unfinished_sentence_and_the_trace_says_so():
+    """Qwen's list answers often run into ``max_new_tokens`` (32 of 200 dev answers): the reader
+    gets the complete sentences, the trace records the cut; a finished answer, or a short one whose
+    list item has no full stop, is kept whole."""
+    from preqrag.answering import drop_unfinished_sentence
+
+    cut = "Check the data. [1] It grew in 1998. 4. **Competitive Activity**: This data helps you monitor the"
+    assert drop_unfinished_sentence(cut) == ("Check the data. [1] It grew in 1998.", True)
+    for whole in ("Fine answer. [2]", "Ends with a question?", "He said \"yes.\"", "No sentence end at all",
+                  "Use v1.5 and 3.5 mm"):
+        assert drop_unfinished_sentence(whole) == (whole, False)
+
+    class _Capped(_Recorder):
+        def __init__(self, reply):
+            super().__init__()
+            self.reply = reply
+
+        def chat_many(self, requests, *, max_tokens, **options):
+            super().chat_many(requests, max_tokens=max_tokens, **options)
+            return [self.reply for _ in requests]
+
+    q, ps = "What data matters?", ["Room rates depend on demand. Web shopping data shows demand."]
+    short_list = "Track:\n1. demand\n2. web shopping data"  # within the cap: kept as written
+    g = LLMGenerator(_Capped(short_list), GeneratorConfig(max_new_tokens=64)).generate([q], [ps])[0]
+    assert g.answer == short_list and not any("unfinished" in t for t in g.truncations)
+    capped = "Room rates follow demand. [1] Web shopping data shows demand as it changes over the"
+    g = LLMGenerator(_Capped(capped), GeneratorConfig(max_new_tokens=8)).generate([q], [ps])[0]
+    assert g.answer == "Room rates follow demand. [1]"
+    assert "generate: answer: its unfinished last sentence dropped (max_new_tokens or max_words reached)" in g.truncations

@@ -145,6 +145,30 @@ def repair_answer(question: str, answer: str, passages: list[str], max_words: in
     return extractive, f"generate: degenerate answer ({why}); extractive answer from passage [1] used"
 
 
+_ENDED = re.compile(r"(?<!\s\d)(?<!\s\d\d)(?<!^\d)(?<!^\d\d)[.!?][\"')\]*]*(?:\s*\[\d+(?:,\s*\d+)*\])?(?=\s|$)",
+                    re.M)
+"""A sentence end: ``.``, ``!`` or ``?`` before white space or the end, not after a one- or
+two-digit number (a list item's ``4.`` is no end; ``in 1998.`` is), with closing quotes,
+brackets or markdown emphasis, and an optional citation marker (``. [2]``)."""
+
+
+def drop_unfinished_sentence(answer: str) -> tuple[str, bool]:
+    """``answer`` without its last, unfinished sentence, and whether one was dropped.
+
+    For an answer cut by a cap (``[generator] max_new_tokens``, 200 as PreQRAG §2.5 asks, or
+    ``max_words``), which ends mid-sentence ("... adjust your pricing accordingly. [2] 4.
+    **Competitive Activity**: This data helps you monitor the"): the reader gets the complete
+    sentences before it. The caller decides that the cap was reached (a finished answer may end a
+    list item without a full stop). An answer that ends with a sentence end (:data:`_ENDED`), or
+    has no complete sentence before its last words, is returned unchanged.
+    """
+    text = answer.rstrip()
+    ends = list(_ENDED.finditer(text))
+    if not ends or ends[-1].end() == len(text):
+        return answer, False
+    return text[:ends[-1].end()], True
+
+
 def answer_options(cfg: GeneratorConfig) -> dict:
     """The answer call's sampling keyword arguments from ``[generator]``: ``temperature`` and
     those of ``top_p``, ``top_k``, ``repeat_penalty`` that are set (the others: ``[llm]``'s)."""

@@ -225,16 +225,18 @@ class GeneratorConfig(_Section):
         "Per-passage cap in the prompt, in LLM tokens. When the prompt would still not fit llm.n_ctx, "
         "the lowest-ranked passages are dropped (the last kept one shortened), never the question while "
         "a passage is left (see preqrag.generation.fit_prompt)."))
-    context_tokens: int = Field(384, ge=0, description=(
+    context_tokens: int = Field(256, ge=0, description=(
         "LLM tokens of the context passages together, filled with each passage's answer-bearing sentences "
-        "(the question's words, IDF-weighted; every passage keeps its share: preqrag.selection); 0 = whole "
-        "passages. 384 (128 per passage of context_top_k 3): with Qwen2.5-Coder-1.5B on 2 AVX2 cores, 16.9 s "
-        "instead of 39.6 s per answer, token F1 0.331 vs 0.349 on 30 dev questions (docs/bench/answers.md); "
-        "prefill is most of an answer's cost on a CPU."))
-    sentence_scorer: Literal["words", "cross-encoder"] = Field("words", description=(
-        "How context_tokens' sentences are chosen: 'words' (the question's words, IDF-weighted; no model "
-        "call) or 'cross-encoder' (the [reranker] model scores each sentence against the question; "
-        "needs reranker.name != 'none'). preqrag.selection."))
+        "(sentence_scorer; every passage keeps its share: preqrag.selection); 0 = whole passages. 256 "
+        "(~85 per passage of context_top_k 3): with Qwen2.5-Coder-1.5B on 2 AVX2 cores 13.2 s instead of "
+        "39.6 s per answer, token F1 0.348 vs 0.349 on 30 dev questions (docs/bench/answers.md); prefill is "
+        "most of an answer's cost on a CPU."))
+    sentence_scorer: Literal["auto", "words", "cross-encoder"] = Field("auto", description=(
+        "How context_tokens' sentences are chosen: 'cross-encoder' (the [reranker] model scores each "
+        "sentence against the question; an error when reranker.name = 'none'), 'words' (the question's "
+        "words, IDF-weighted; no model call), 'auto' (the cross-encoder when there is one, else words). "
+        "On 30 dev questions at 384 tokens the cross-encoder's choice gave token F1 0.348 vs 0.331 "
+        "(docs/bench/answers.md). preqrag.selection."))
     temperature: float = Field(0.0, ge=0, description=(
         "Answer sampling temperature; 0 = greedy, PreQRAG's choice (App. B.2, Table B.2 compares "
         "temp 0.7/top_p 0.85/top_k 20, 0.9/0.9/40, 1.2/0.95/60). DoTA-RAG's code samples at 0.8."))

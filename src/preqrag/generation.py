@@ -145,6 +145,12 @@ class LLMGenerator:
     tokenizer counts tokens where it has one (``count_tokens``, llama.cpp), else
     :func:`approx_tokens`; the window is the LLM's ``context_window`` (``llm.n_ctx``).
     ``generate`` returns one :class:`Generated` per question.
+
+    With ``cfg.context_tokens > 0`` the prompt holds each passage's answer-bearing sentences
+    (:func:`preqrag.selection.select_sentences`), scored by ``sentence_scorer`` -- a cross-encoder
+    with ``score(pairs: list[tuple[str, str]]) -> ndarray (n,)`` (the pipeline's reranker,
+    ``[generator] sentence_scorer``) -- or, when it is None, by question-word overlap; the trace's
+    truncations say per passage what was kept and by which scorer.
     """
 
     name = "llm"
@@ -176,18 +182,26 @@ class LLMGenerator:
                              max_new_tokens=self.cfg.max_new_tokens,
                              max_passage_tokens=self.cfg.max_passage_tokens)
                   for q, (s, _) in zip(questions, selected)]
-        from .answering import answer_options, repair_answer
+        from .answering import answer_options, drop_unfinished_sentence, repair_answer
 
         replies = llm.chat_many([[{"role": "user", "content": f.text}] for f in fitted],
                                 max_tokens=self.cfg.max_new_tokens, **answer_options(self.cfg))
         out = []
         for q, c, f, r, (_, notes) in zip(questions, contexts, fitted, replies, selected):
             fallbacks: tuple[str, ...] = ()
+            cut_answer: list[str] = []
             if not isinstance(r, LLMError):  # a looping answer is repaired, and that recorded
+                capped = count(r) >= self.cfg.max_new_tokens - 1 or len(r.split()) > self.cfg.max_words
                 r, why = repair_answer(q, truncate_words(r, self.cfg.max_words), c[:f.n_passages],
                                        self.cfg.max_words)
                 fallbacks = (why,) if why else ()
-            cuts = [f"generate: selected {t}" for t in notes] + [f"generate: {t}" for t in f.truncations]
+                r, unfinished = drop_unfinished_sentence(r) if capped and not why else (r, False)
+                if unfinished:
+                    cut_answer.append("its unfinished last sentence dropped (max_new_tokens or max_words "
+                                      "reached)")
+            by = ", by the cross-encoder" if self.sentence_scorer is not None else ", by question words"
+            cuts = ([f"generate: selected {t}{by}" for t in notes] + [f"generate: {t}" for t in f.truncations]
+                    + [f"generate: answer: {t}" for t in cut_answer])
             out.append(Generated(f.text, r, cuts, n_passages=f.n_passages,
                                  fallbacks=fallbacks))
         return out
@@ -195,12 +209,12 @@ class LLMGenerator:
 
 @register("generator", "preqrag", reads=("generator", "llm", "reranker"))
 def _preqrag(ctx: Context) -> LLMGenerator:
-    scorer = None
-    if ctx.cfg.generator.context_tokens and ctx.cfg.generator.sentence_scorer == "cross-encoder":
+    g, scorer = ctx.cfg.generator, None
+    if g.context_tokens and g.sentence_scorer != "words":
         from .rerankers import shared_reranker
 
-        scorer = shared_reranker(ctx)
-        if scorer is None:
+        scorer = shared_reranker(ctx)  # None when reranker.name = 'none'
+        if scorer is None and g.sentence_scorer == "cross-encoder":
             raise ValueError("[generator] sentence_scorer = 'cross-encoder' needs a cross-encoder: "
-                             "[reranker] name is 'none' (set sentence_scorer = 'words')")
-    return LLMGenerator(ctx.get_llm(), ctx.cfg.generator, sentence_scorer=scorer)
+                             "[reranker] name is 'none' (set sentence_scorer = 'words' or 'auto')")
+    return LLMGenerator(ctx.get_llm(), g, sentence_scorer=scorer)
