@@ -48,6 +48,11 @@ def test_an_answer_that_cites_is_shown_as_written(attributor):
     assert (text, cited) == (answer, {1, 3})
     shown = format_answer(_record(answer), None, attributor)
     assert "sources: [1,3] <urn:a>" in shown and " s\n" not in shown
+    # on one line, like an attributed answer, also when the model wrote paragraphs or a list
+    listed = "Two ways:\n\n[1] Moss spreads by spores.\n2. Raking spreads fragments [3]."
+    shown = format_answer(_record(listed), None, attributor).splitlines()
+    assert shown[1] == "A: Two ways: [1] Moss spreads by spores. 2. Raking spreads fragments [3]."
+    assert shown[2].startswith("   sources: ")
 
 
 def test_without_an_attributor_the_documents_are_still_listed_once():

@@ -36,7 +36,8 @@ def cited_answer(answer: str, passages: list[str], attributor) -> tuple[str, set
 
 def format_answer(record: dict, seconds: float | None = None, attributor=None) -> str:
     """The lines shown for one LiveRAG answer record (``question``, ``answer``, ``passages``
-    with ``passage`` and ``doc_IDs``): ``Q:``, ``A:`` with markers (:func:`cited_answer`),
+    with ``passage`` and ``doc_IDs``): ``Q:``, ``A:`` with markers (:func:`cited_answer`; the
+    answer on one line, its white space collapsed, whether or not it cited itself),
     the documents by passage number, and ``seconds`` when given (the question's stage
     seconds summed, from its trace)."""
     passages = record.get("passages") or []
@@ -47,7 +48,7 @@ def format_answer(record: dict, seconds: float | None = None, attributor=None) -
             docs.setdefault(d, []).append(n)
     used = [(d, ns) for d, ns in docs.items() if cited & set(ns)]
     rest = [(d, ns) for d, ns in docs.items() if not cited & set(ns)]
-    lines = [f"Q: {record['question']}", f"A: {text}"]
+    lines = [f"Q: {record['question']}", f"A: {' '.join(text.split())}"]  # one line, as attributed answers are
 
     def fmt(items):
         return "; ".join(f"[{','.join(map(str, ns))}] {d}" for d, ns in items)
