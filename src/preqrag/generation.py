@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .components import Context, register
-from .config import GeneratorConfig
+from .config import ConfigError, GeneratorConfig
 from .selection import select_sentences
 from .text import approx_tokens, truncate_tokens, truncate_words  # noqa: F401  (re-exported)
 from .stages import LLM, Generated, LLMError
@@ -186,6 +186,7 @@ class LLMGenerator:
 
         replies = llm.chat_many([[{"role": "user", "content": f.text}] for f in fitted],
                                 max_tokens=self.cfg.max_new_tokens, **answer_options(self.cfg))
+        by = ", by the cross-encoder" if self.sentence_scorer is not None else ", by question words"
         out = []
         for q, c, f, r, (_, notes) in zip(questions, contexts, fitted, replies, selected):
             fallbacks: tuple[str, ...] = ()
@@ -199,7 +200,6 @@ class LLMGenerator:
                 if unfinished:
                     cut_answer.append("its unfinished last sentence dropped (max_new_tokens or max_words "
                                       "reached)")
-            by = ", by the cross-encoder" if self.sentence_scorer is not None else ", by question words"
             cuts = ([f"generate: selected {t}{by}" for t in notes] + [f"generate: {t}" for t in f.truncations]
                     + [f"generate: answer: {t}" for t in cut_answer])
             out.append(Generated(f.text, r, cuts, n_passages=f.n_passages,
@@ -209,12 +209,18 @@ class LLMGenerator:
 
 @register("generator", "preqrag", reads=("generator", "llm", "reranker"))
 def _preqrag(ctx: Context) -> LLMGenerator:
+    """The PreQRAG generator; with ``context_tokens`` and a ``sentence_scorer`` other than
+    ``words``, the pipeline's shared cross-encoder chooses the sentences.
+
+    Raises:
+        ConfigError: ``sentence_scorer = "cross-encoder"`` with ``[reranker] name = "none"``.
+    """
     g, scorer = ctx.cfg.generator, None
     if g.context_tokens and g.sentence_scorer != "words":
         from .rerankers import shared_reranker
 
         scorer = shared_reranker(ctx)  # None when reranker.name = 'none'
         if scorer is None and g.sentence_scorer == "cross-encoder":
-            raise ValueError("[generator] sentence_scorer = 'cross-encoder' needs a cross-encoder: "
+            raise ConfigError("[generator] sentence_scorer = 'cross-encoder' needs a cross-encoder: "
                              "[reranker] name is 'none' (set sentence_scorer = 'words' or 'auto')")
     return LLMGenerator(ctx.get_llm(), g, sentence_scorer=scorer)

@@ -3,19 +3,18 @@
 The LLM's prefill is most of an answer's cost on a CPU (Qwen2.5-Coder-1.5B on 2 cores: ~160
 prompt tokens/s with AVX-512, about half that with AVX2), and most sentences of a retrieved
 passage do not bear on the question. :func:`select_sentences` keeps, of each passage, the
-sentences that share the most question words, within a token budget for the whole context:
+sentences that bear most on the question, within a token budget for the whole context:
 
 1. each passage is split into sentences (:func:`preqrag.text.split_sentences`, ``"rules"``);
 2. a sentence scores the IDF-weighted sum of the question's content words it holds
    (:func:`preqrag.text.content_words`: stemmed, stopwords removed; IDF over the sentences of
    the whole context, ``log(1 + n / df)``), so a rare question word counts more than a word
-   every sentence has;
+   every sentence has; or (``scorer``) a model scores each sentence against the question: the
+   cross-encoder that reranked the passages (``[generator] sentence_scorer``), as RECOMP's
+   extractive compressor scores sentences with a trained encoder;
 3. the budget is shared out by rank: passage ``i`` of ``k`` may use what passages before it
    left plus ``budget / k``, so every passage keeps its best sentences (PreQRAG §2.5 answers
    from the top-3 passages; a multi-document question needs each);
-   Or (``scorer``) a model scores each sentence against the question: the cross-encoder that
-   reranked the passages (``[generator] sentence_scorer = "cross-encoder"``), as RECOMP's
-   extractive compressor scores sentences with a trained bi-/cross-encoder;
 4. within its share, a passage's sentences are taken best first (ties: the earlier sentence;
    with word overlap, sentences that share no question word fill the rest in text order, the
    first of them usually naming the topic) and a sentence that does not fit is skipped; when the best
