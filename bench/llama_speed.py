@@ -89,7 +89,7 @@ def main() -> None:
     flags = set(open("/proc/cpuinfo").read().split()) if Path("/proc/cpuinfo").exists() else set()
     rows = []
     for name, rs in runs.items():
-        rows.append({"build": name, "lib_dir": builds[name], "variant": rs[0]["variant"],
+        rows.append({"build": name, "lib_dir": _placeholder(builds[name], "LIBDIR"), "variant": rs[0]["variant"],
                      "prefill_tokens_per_s": round(statistics.median(x["prefill_tps"] for x in rs), 1),
                      "decode_tokens_per_s": round(statistics.median(x["decode_tps"] for x in rs), 1),
                      "rounds": [{k: round(v, 1) if isinstance(v, float) else v for k, v in x.items()} for x in rs]})
@@ -102,10 +102,33 @@ def main() -> None:
               "machine": {"cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c"))),
                           "nproc": os.cpu_count(), "platform": platform.platform()},
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "command": "python bench/llama_speed.py " + " ".join(sys.argv[1:])}
+              "command": "python bench/llama_speed.py " + " ".join(_recorded_argv(sys.argv[1:]))}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({r["build"]: (r["prefill_tokens_per_s"], r["decode_tokens_per_s"]) for r in rows}))
+
+
+def _placeholder(value: str, name: str) -> str:
+    """``value`` unless it is a filesystem path, which docs/bench records as ``name``."""
+    return name if "/" in value else value
+
+
+def _recorded_argv(argv: list[str]) -> list[str]:
+    """``argv`` with machine paths written as placeholders (``--build portable=LIBDIR``,
+    ``--model MODEL.gguf``), so that docs/bench holds no machine paths."""
+    out: list[str] = []
+    for i, a in enumerate(argv):
+        prev = argv[i - 1] if i else ""
+        if prev == "--build" and "=" in a:
+            name, lib = a.split("=", 1)
+            out.append(f"{name}={_placeholder(lib, 'LIBDIR')}")
+        elif prev == "--model":
+            out.append(_placeholder(a, "MODEL.gguf"))
+        elif prev == "--corpus":
+            out.append(_placeholder(a, "CORPUS.jsonl.gz"))
+        else:
+            out.append(a)
+    return out
 
 
 if __name__ == "__main__":
