@@ -300,11 +300,21 @@ def small_corpus(tmp_path_factory):
     return corpus, qpath, questions
 
 
-TEST_OVERRIDES = {"pipeline": "hybrid", "reranker": {"depth": 8}, "run": {"batch_size": 3},
+def corpus_head(corpus, n_docs: int, out):
+    """The first ``n_docs`` documents of the corpus file ``corpus`` written to ``out`` (a
+    ``Path``, returned): for the tests of how an index is built (shards, resume) that need a
+    few dozen passages, not the whole small corpus (every passage encoded costs ~0.07 s)."""
+    with open(corpus, encoding="utf-8") as src:
+        out.write_text("".join(line for _, line in zip(range(n_docs), src)), encoding="utf-8")
+    return out
+
+
+TEST_OVERRIDES = {"pipeline": "hybrid", "reranker": {"depth": 8, "max_length": 128}, "run": {"batch_size": 3},
                   "generator": {"max_new_tokens": 16, "max_passage_tokens": 128, "sentence_scorer": "words"},
                   "rewriter": {"max_new_tokens": 48}}
 """Test settings: the ``hybrid`` preset (no LLM call before generation) with the default models,
-less reranking, shorter passages in the prompt (128 tokens each: SmolLM2's prefill of three
+less reranking over shorter pairs (8 candidates, 128 tokens per question-passage pair: the
+cross-encoder's cost grows with the pair's length, and 512-token pairs cost ~1 s each on 2 cores), shorter passages in the prompt (128 tokens each: SmolLM2's prefill of three
 512-token passages was most of a test answer's time) and 16 answer tokens, to keep the suite
 fast; the context's sentences are chosen by question words, not by the cross-encoder (the default,
 tested in tests/test_selection.py, tests/test_default_llm.py and tests/test_demo.py), which would
@@ -312,10 +322,11 @@ score every sentence of every test answer's passages. Tests of the LLM steps (cl
 :data:`LLM_TEST_OVERRIDES`; a test that sets its own ``generator`` table replaces this one."""
 
 LLM_TEST_OVERRIDES = {**TEST_OVERRIDES, "pipeline": "preqrag",
-                      "generator": {"max_new_tokens": 16, "max_passage_tokens": 512, "context_tokens": 0}}
+                      "generator": {"max_new_tokens": 16, "max_passage_tokens": 128, "context_tokens": 0}}
 """The ``preqrag`` preset (learned classifier, LLM rewriting and decomposition) with the test
-settings, whole passages in the prompt (no sentence selection): for the tests whose subject is an
-LLM step of the pipeline or the prompt itself."""
+settings, passages in the prompt as retrieved (no sentence selection; each cut to its first 128
+tokens, as in :data:`TEST_OVERRIDES`): for the tests whose subject is an LLM step of the pipeline
+or the prompt itself."""
 
 
 def config_toml(overrides: dict) -> str:

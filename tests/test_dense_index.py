@@ -11,6 +11,7 @@ import pytest
 
 from preqrag.config import ConfigError, IndexConfig, load_config
 from preqrag.retrieval.dense import DenseRetriever, build_faiss, factory_string
+from conftest import corpus_head
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +131,7 @@ def test_build_index_records_the_type_and_open_uses_it(small_corpus, test_config
 
     cfg = test_config.model_copy(update={"index": IndexConfig(dense_index="hnsw", hnsw_m=8)})
     out = tmp_path / "hnsw_index"
-    manifest = build_index(small_corpus[0], out, cfg)
+    manifest = build_index(corpus_head(small_corpus[0], 6, tmp_path / "corpus.jsonl"), out, cfg)
     assert manifest["dense_index"]["type"] == "hnsw"
     assert json.loads((out / "manifest.json").read_text())["dense_index"]["factory"] == "HNSW8,Flat"
     index = Index.open(out, cfg)

@@ -9,7 +9,7 @@ import pytest
 
 from preqrag.config import load_config
 from preqrag.index import Index, IndexOpenError, build_index
-from conftest import run_cli
+from conftest import corpus_head, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +117,9 @@ def test_interrupted_build_resumes_from_checkpointed_shards(tmp_path, small_corp
         real_save(path, arr)
 
     monkeypatch.setattr(ix, "_save_shard", crash_after_two)
+    corpus = corpus_head(small_corpus[0], 8, tmp_path / "corpus.jsonl")  # 53 passages: 4 shards
     with pytest.raises(KeyboardInterrupt):
-        build_index(small_corpus[0], target, test_config)
+        build_index(corpus, target, test_config)
     assert not target.exists() and len(list((tmp_path / "idx.partial").glob("emb_*.npy"))) == 2
 
     encoded = []
@@ -132,8 +133,8 @@ def test_interrupted_build_resumes_from_checkpointed_shards(tmp_path, small_corp
         return real_encode(self, texts, **kw)
 
     monkeypatch.setattr(SentenceTransformerEncoder, "encode", counting)
-    manifest = build_index(small_corpus[0], target, test_config)
-    assert sum(encoded) == manifest["n_passages"] - 32  # the two finished shards were not re-encoded
+    manifest = build_index(corpus, target, test_config)
+    assert manifest["n_passages"] > 48 and sum(encoded) == manifest["n_passages"] - 32  # the two finished shards were not re-encoded
     assert (target / "manifest.json").exists() and not (tmp_path / "idx.partial").exists()
 
 

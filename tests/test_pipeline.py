@@ -30,7 +30,8 @@ def test_every_question_gets_a_schema_valid_liverag_answer(outcomes, small_corpu
         assert all(p.doc_IDs and set(p.doc_IDs) <= corpus_ids for p in answer.passages)
         assert answer.question in answer.final_prompt
         assert answer.final_prompt.startswith("You are an expert assistant.")  # prompt B, Appendix B.3
-        assert all(p.passage in answer.final_prompt for p in answer.passages)
+        prompt = " ".join(answer.final_prompt.split())
+        assert all(" ".join(p.passage.split()[:40]) in prompt for p in answer.passages)  # cut to 128 tokens
         assert len(answer.answer.split()) <= 300
 
 

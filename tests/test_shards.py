@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import encoder_atol, same_top, run_cli
+from conftest import corpus_head, encoder_atol, same_top, run_cli
 from preqrag.index import Index
 from preqrag.shards import build_shard, merge_shards, parse_shard
 
@@ -77,7 +77,7 @@ def test_merge_refuses_incomplete_or_mixed_sets(merged, small_corpus, test_confi
 
 
 def test_cli_shard_and_merge(small_corpus, tmp_path):
-    corpus = small_corpus[0]
+    corpus = corpus_head(small_corpus[0], 4, tmp_path / "corpus.jsonl")  # the commands, not the passages
     for i in range(2):
         r = run_cli("index", "--corpus", corpus, "--index", tmp_path / f"s{i}", "--shard", f"{i}/2")
         assert r.returncode == 0, r.stderr
@@ -100,7 +100,8 @@ def test_streamed_chunking_and_encoding_cut_exact_shards(small_corpus, test_conf
     monkeypatch.setattr(index_mod, "PASSAGE_ROW_GROUP", 10)
     enc = load_encoder(test_config.embedder)
     chunker = Chunker(enc.tokenizer, 254, 0)
-    n_total, n_kept, n = index_mod.write_passages(small_corpus[0], tmp_path / "p.parquet", chunker)
+    corpus = corpus_head(small_corpus[0], 6, tmp_path / "corpus.jsonl")  # > 40 passages of 254 tokens
+    n_total, n_kept, n = index_mod.write_passages(corpus, tmp_path / "p.parquet", chunker)
     assert n_total == n_kept and pq.ParquetFile(tmp_path / "p.parquet").metadata.num_row_groups > 1
     files = index_mod.encode_passages(tmp_path / "p.parquet", tmp_path, enc, 16)
     sizes = [len(np.load(f)) for f in files]

@@ -20,12 +20,24 @@ def approx_tokens(text: str) -> int:
 
 
 def truncate_tokens(text: str, max_tokens: int, count: Callable[[str], int]) -> str:
-    """The longest whitespace-word prefix of ``text`` with ``count(prefix) <= max_tokens``
-    (binary search over the number of words; ``count`` is called O(log words) times)."""
+    """The longest whitespace-word prefix of ``text`` with ``count(prefix) <= max_tokens``.
+
+    ``count`` must grow with the prefix. It is called once on ``text``; then a galloping
+    search (prefixes of ``max_tokens``, 2×, 4×, ... words until one overflows) bounds the
+    answer and a binary search finds it, so ``count`` sees O(log max_tokens) prefixes no
+    longer than twice the answer: a 200,000-word question cut to a 256-token window is
+    tokenized whole once, not at every step of the search."""
     if count(text) <= max_tokens:
         return text
     words = text.split()
-    lo, hi = 0, len(words)
+    lo, hi = 0, len(words)  # words[:lo] fits; the answer is in [lo, hi]
+    n = max(1, max_tokens)
+    while n < hi:
+        if count(" ".join(words[:n])) <= max_tokens:
+            lo, n = n, 2 * n
+        else:
+            hi = n - 1
+            break
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if count(" ".join(words[:mid])) <= max_tokens:
