@@ -2,10 +2,18 @@
 in recall (DoTA-RAG §2.2: "shrinking the average search space by 92%"). Written to
 docs/bench/dota_routing.json + .md.
 
-For each question: the router's namespaces (the ``dota`` rewriter: typo-fixing rewrite, then 4
-votes at temperature 0.6 over WebOrganizer's 24 topics, top 2; or ``--router embedding``, an
-LLM-free stand-in that takes the 2 topics whose descriptions are most similar to the question's
-embedding, to show what a router that always answers would cut), then
+For each question: the router's namespaces, by ``--router``:
+
+* ``dota``: the preset's rewriter (typo-fixing rewrite, 4 votes at temperature 0.6 over
+  WebOrganizer's 24 topics), then the parts of the topics nearest the question, its BM25 top
+  passages' parts and the voted topics' parts, within ``[dota] route_budget`` of the passages
+  (:class:`preqrag.dota.RoutedDotaRewriter`);
+* ``votes``: the paper's choice alone: the 2 most voted topics, whole (§2.2);
+* ``parts``: the parts without LLM votes (no LLM call: similarity and BM25 only);
+* ``embedding``: the 2 topics whose descriptions are most similar to the question's embedding
+  (an LLM-free stand-in for the votes);
+
+then
 
 * fraction searched: passages in the routed namespaces / all passages (1.0 when no vote parsed:
   the whole index is searched);
@@ -32,15 +40,18 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import describe, machine  # noqa: E402
+from _common import describe, machine, placeholders  # noqa: E402
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--index", required=True, type=Path)
     p.add_argument("--questions", required=True, type=Path)
-    p.add_argument("--router", choices=["dota", "embedding"], default="dota")
+    p.add_argument("--router", choices=["dota", "votes", "parts", "embedding"], default="dota")
+    p.add_argument("--sample", type=int, default=None, help="fixed-seed sample (seed 0, as bench/presets.py)")
+    p.add_argument("--head", type=int, default=None, help="keep the first N questions of the sample")
     p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--index-label", default="IDX", help="How the row names the index (no machine paths).")
     p.add_argument("--config", type=Path, default=None, help="Overrides on top of the dota preset.")
     p.add_argument("--repeat", type=int, default=5, help="Timing repetitions of the dense searches.")
     p.add_argument("--out", type=Path, default=Path("docs/bench/dota_routing.json"))
@@ -48,49 +59,70 @@ def main() -> None:
 
     from preqrag.config import load_config
     from preqrag.dota import load_topics
-    from preqrag.dota.topics import FACET, TOPIC_NAMES, topic_text
+    from preqrag.dota.topics import FACET, PART_FACET, TOPIC_NAMES, topic_text
     from preqrag.index import Index
     from preqrag.llm import load_llm
 
     cfg = load_config(args.config, pipeline="dota")
     index = Index.open(args.index, cfg)
     t0 = time.perf_counter()
-    topics = load_topics(index)
+    topics = load_topics(index, parts_per_topic=cfg.dota.route_parts)
     topic_seconds = time.perf_counter() - t0
     index.dense.add_facet(FACET, topics.names, topics.labels)
+    index.dense.add_facet(PART_FACET, topics.part_names, topics.parts)
     qs = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if args.sample and args.sample < len(qs):
+        import random
+
+        qs = random.Random(0).sample(qs, args.sample)
+    qs = qs[:args.head] if args.head else qs
     qs = qs[:args.limit] if args.limit else qs
     texts = [q["question"] for q in qs]
 
     t0 = time.perf_counter()
     fallbacks = 0
-    if args.router == "dota":
-        from preqrag.dota import DotaRewriter
+    votes_valid = votes_total = None
+    if args.router in ("dota", "votes", "parts"):
+        from preqrag.dota import DotaRewriter, RoutedDotaRewriter
 
+        dcfg = cfg.dota.model_copy(update={"route_votes": 0}) if args.router == "parts" else cfg.dota
         llm = load_llm(cfg.llm, cache_dir=cfg.run.cache_dir)
+        rewriter = (DotaRewriter(llm, dcfg) if args.router == "votes"
+                    else RoutedDotaRewriter(llm, dcfg, index, route=True))
         plans = []
-        for i in range(0, len(texts), cfg.run.batch_size):
-            plans += DotaRewriter(llm, cfg.dota).plan(texts[i:i + cfg.run.batch_size], ["single"] * len(texts[i:i + cfg.run.batch_size]))
-        routed = [p.sub_queries[0].filters.get(FACET, []) for p in plans]
+        if args.router == "parts":  # no LLM call: the question itself, routed by similarity and BM25
+            from preqrag.records import QueryPlan, SubQuery
+
+            plans = rewriter.route_plans([QueryPlan(question_type="single", rewriter="dota",
+                                                    sub_queries=[SubQuery(text=t, sparse=t, dense=t)]) for t in texts])
+        for i in range(0, len(texts) if not plans else 0, cfg.run.batch_size):
+            batch = texts[i:i + cfg.run.batch_size]
+            plans += rewriter.plan(batch, ["single"] * len(batch))
+        filters = [p.sub_queries[0].filters for p in plans]
         queries = [p.sub_queries[0].dense for p in plans]
         fallbacks = sum(any(f.startswith("route: no valid vote") for f in p.fallbacks) for p in plans)
-        votes_total = cfg.dota.route_votes * len(plans)
-        votes_valid = votes_total - sum(f.startswith("route vote") for p in plans for f in p.fallbacks)
+        if dcfg.route_votes:
+            votes_total = dcfg.route_votes * len(plans)
+            votes_valid = votes_total - sum(f.startswith("route vote") for p in plans for f in p.fallbacks)
     else:
         tv = index.encoder.encode([topic_text(n) for n in TOPIC_NAMES], is_query=True)
         qv = index.encoder.encode(texts, is_query=True)
         top = np.argsort(-(qv @ tv.T), axis=1)[:, :cfg.dota.route_top_n]
-        routed = [[TOPIC_NAMES[j] for j in row] for row in top]
+        filters = [{FACET: [TOPIC_NAMES[j] for j in row]} for row in top]
         queries = texts
-        votes_valid = votes_total = None
     route_seconds = (time.perf_counter() - t0) / len(texts)
 
-    doc_topic = {index.passages[pid].doc_id: topics.names[lab] for pid, lab in zip(index.passage_ids, topics.labels)}
-    fraction = [topics.fraction(r) if r else 1.0 for r in routed]
-    gold_in = [np.mean([doc_topic.get(g) in r for g in q["gold_doc_ids"]]) if r else 1.0 for q, r in zip(qs, routed)]
+    masks = [index.dense.filter_mask(f) if f else None for f in filters]
+    fraction = [float(m.mean()) if m is not None else 1.0 for m in masks]
+    rows_of_doc: dict[str, list[int]] = {}
+    for i, pid in enumerate(index.passage_ids):
+        rows_of_doc.setdefault(index.passages[pid].doc_id, []).append(i)
+    gold_in = [np.mean([m is None or bool(m[rows_of_doc.get(g, [])].any()) for g in q["gold_doc_ids"]])
+               for q, m in zip(qs, masks)]
+    all_gold_in = [all(m is None or bool(m[rows_of_doc.get(g, [])].any()) for g in q["gold_doc_ids"])
+                   for q, m in zip(qs, masks)]
 
     vectors = index.encoder.encode(queries, is_query=True)
-    filters = [{FACET: r} if r else {} for r in routed]
 
     def timed(fn):
         best = float("inf")
@@ -102,8 +134,8 @@ def main() -> None:
 
     def routed_search():
         out = []
-        for v, f in zip(vectors, filters):
-            out += index.dense.search_vectors(v[None, :], 100, index.dense.filter_mask(f))
+        for v, m in zip(vectors, masks):
+            out += index.dense.search_vectors(v[None, :], 100, m)
         return out
 
     def full_search():
@@ -117,37 +149,47 @@ def main() -> None:
                               for q, r in zip(qs, rankings)]))
 
     row = {
-        "router": args.router, "index": str(args.index), "questions": str(args.questions), "n_questions": len(qs),
-        "n_passages": len(index.passage_ids), "llm": cfg.llm.model if args.router == "dota" else None,
+        "router": args.router, "index": args.index_label, "questions": str(args.questions), "n_questions": len(qs),
+        "n_passages": len(index.passage_ids),
+        "llm": cfg.llm.model if args.router in ("dota", "votes") else None, "embedder": cfg.embedder.name,
+        "route_budget": cfg.dota.route_budget if args.router in ("dota", "parts") else None,
+        "route_parts": len(topics.part_names), "route_bm25_depth": cfg.dota.route_bm25_depth,
         "fraction_searched_mean": round(float(np.mean(fraction)), 4),
         "search_space_reduction": round(1 - float(np.mean(fraction)), 4),
         "no_valid_vote": fallbacks, "votes_valid": votes_valid, "votes_total": votes_total,
         "gold_in_namespaces": round(float(np.mean(gold_in)), 4),
+        "all_gold_in_namespaces": round(float(np.mean(all_gold_in)), 4),
         "dense_hit100_routed": round(hit(routed_rank), 4), "dense_hit100_unrouted": round(hit(full_rank), 4),
         "dense_search_ms_routed": round(routed_s * 1000, 3), "dense_search_ms_unrouted": round(full_s * 1000, 3),
         "route_seconds_per_question": round(route_seconds, 3), "topic_assignment_seconds": round(topic_seconds, 2),
         "passages_per_topic": topics.counts(),
-        "command": "python " + " ".join(sys.argv),
+        "command": "python bench/dota_routing.py " + " ".join(placeholders(sys.argv[1:])),
         "date": datetime.date.today().isoformat(), "machine": machine(),
     }
     data = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}
-    data["rows"] = [r for r in data["rows"] if (r["router"], r["index"], r["questions"]) !=
-                    (row["router"], row["index"], row["questions"])] + [row]
+    key = ("router", "index", "questions", "n_questions", "llm", "route_budget")
+    data["rows"] = [r for r in data["rows"] if tuple(r.get(k) for k in key) != tuple(row.get(k) for k in key)] + [row]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n")
     md = ["# DoTA-RAG namespace routing: search space and recall", "",
           "Written by bench/dota_routing.py (see its docstring). Fraction searched: passages in the routed "
           "namespaces / all passages (1.0 when no vote parsed).", "",
-          "| router | questions | passages | fraction searched | reduction | no valid vote | valid votes | "
-          "gold doc in namespaces | dense hit@100 routed / unrouted | dense search ms routed / unrouted | command |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"]
+          "| router | questions | passages | budget | fraction searched | reduction | no valid vote | valid votes | "
+          "gold doc in namespaces | all gold docs in | dense hit@100 routed / unrouted | "
+          "dense search ms routed / unrouted | route s/question | command |",
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in data["rows"]:
         votes = f"{r['votes_valid']}/{r['votes_total']}" if r["votes_total"] else "–"
+        budget = r.get("route_budget")
+        all_in = r.get("all_gold_in_namespaces")
         md.append(f"| {r['router']}{' (' + r['llm'] + ')' if r['llm'] else ''} | {r['n_questions']} | "
-                  f"{r['n_passages']} | {r['fraction_searched_mean']:.3f} | {r['search_space_reduction']:.1%} | "
+                  f"{r['n_passages']} | {budget if budget is not None else '–'} | "
+                  f"{r['fraction_searched_mean']:.3f} | {r['search_space_reduction']:.1%} | "
                   f"{r['no_valid_vote']} | {votes} | {r['gold_in_namespaces']:.3f} | "
+                  f"{all_in if all_in is not None else '–'} | "
                   f"{r['dense_hit100_routed']:.3f} / {r['dense_hit100_unrouted']:.3f} | "
-                  f"{r['dense_search_ms_routed']:.2f} / {r['dense_search_ms_unrouted']:.2f} | `{r['command']}` |")
+                  f"{r['dense_search_ms_routed']:.2f} / {r['dense_search_ms_unrouted']:.2f} | "
+                  f"{r['route_seconds_per_question']} | `{r['command']}` |")
     md += ["", f"Machine: {describe(machine())}."]
     args.out.with_suffix(".md").write_text("\n".join(md) + "\n")
     print(json.dumps({k: v for k, v in row.items() if k not in ("passages_per_topic", "machine")}, indent=2))

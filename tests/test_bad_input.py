@@ -158,8 +158,8 @@ def test_huge_question_and_wide_context_are_answered_with_truncation_in_trace(tm
     huge = " ".join([q["question"]] * (200_000 // len(q["question"].split()) + 1))
     qfile.write_text(json.dumps({"id": "huge", "question": huge}) + "\n"
                      + json.dumps({"id": "wide", "question": q["question"]}) + "\n")
-    cfg = _cfg(tmp_path, {**FAST, "reranker": {"depth": 8}, "llm": {"n_ctx": 256},
-                          "generator": {"context_top_k": 8, "max_new_tokens": 4}})
+    cfg = _cfg(tmp_path, {**FAST, "reranker": {"depth": 8, "max_length": 128}, "llm": {"n_ctx": 256},
+                          "generator": {"context_top_k": 8, "max_new_tokens": 4, "sentence_scorer": "words"}})
     out = tmp_path / "answers.jsonl"
     r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg)
     assert r.returncode == 0, r.stderr + (tmp_path / "answers.failed.jsonl").read_text()

@@ -333,7 +333,7 @@ def test_deadline_met_through_a_slow_llm_server_then_a_run_without_deadline_is_u
     # fall back to, stays fast on a loaded machine; short prompts and answers (passages cut to 32
     # tokens, 4 answer tokens): the answers are not under test
     settings = {**TEST_OVERRIDES, "reranker": {"name": "none"},
-                "generator": {"max_new_tokens": 4, "max_passage_tokens": 32}}
+                "generator": {"sentence_scorer": "words", "max_new_tokens": 4, "max_passage_tokens": 32}}
     slow_cfg = tmp_path / "slow.toml"
     slow_cfg.write_text(config_toml({**settings, "llm": {**llm, "base_url": f"{proxy.url}/v1"}}))
     out = tmp_path / "answers.jsonl"

@@ -354,7 +354,7 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
     qpath.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
     cfg = tmp_path / "dota.toml"
     cfg.write_text(config_toml({
-        **TEST_OVERRIDES, "pipeline": "dota", "reranker": {"depth": 20}, "generator": {"max_new_tokens": 24},
+        **TEST_OVERRIDES, "pipeline": "dota", "reranker": {"depth": 20, "max_length": 128}, "generator": {"max_new_tokens": 24},
         "dota": {"route_max_new_tokens": 48, "rewrite_max_new_tokens": 48, "context_tokens": 600}}),
         encoding="utf-8")
     out = tmp_path / "answers.jsonl"
@@ -365,7 +365,8 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
     traces = {str(t.id): t for t in (Trace.model_validate_json(line) for line in
                                      out.with_name("answers.traces.jsonl").read_text().splitlines())}
     assert len(answers) == 2 and len(traces) == 2
-    topics = np.load(small_index / FILE)["labels"]
+    with np.load(small_index / FILE) as z:
+        topics, part_of, part_names = z["labels"], z["parts"], [str(n) for n in z["part_names"]]
     ids = Index.open(small_index, load_config(cfg)).passage_ids
     row = {pid: i for i, pid in enumerate(ids)}
     assert len(topics) == len(ids)
@@ -383,9 +384,59 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
         assert all(f.split(":")[0].split(" vote")[0] in {"rewrite", "route", "classify", "dense", "generate"} for f in t.fallbacks)
         # the votes are constrained to the 24 names: they parse (no 'no valid vote' fallback)
         assert not [f for f in t.fallbacks if "unparsable" in f or "no valid vote" in f], t.fallbacks
-        routed = t.plan.sub_queries[0].filters.get("topic", [])
-        assert 1 <= len(routed) <= 2 and set(routed) <= set(TOPIC_NAMES)
+        parts = t.plan.sub_queries[0].filters["namespace"]
+        routing = t.plan.routing
+        assert parts and routing is not None and routing.namespaces == parts
+        assert routing.voted and set(routing.voted) <= set(TOPIC_NAMES)  # the votes are kept in the trace
+        assert {p.rsplit(" #", 1)[0] for p in parts} <= set(TOPIC_NAMES)
+        sizes = np.bincount(part_of, minlength=len(part_names)) / len(part_of)
+        assert 0 < routing.fraction <= max(0.15, sizes.max()) + 1e-6  # route_budget, or the one best part
         unfiltered = [f for f in t.fallbacks if f.startswith("dense: no passage matches filters")]
-        if not unfiltered:  # the dense candidates come from the routed namespaces only
-            allowed = {TOPIC_NAMES.index(n) for n in routed}
-            assert all(int(topics[row[pid]]) in allowed for pid in t.rankings["dense"][0].ids)
+        if not unfiltered:  # the dense candidates come from the routed parts only
+            allowed = {part_names.index(n) for n in parts}
+            assert all(int(part_of[row[pid]]) in allowed for pid in t.rankings["dense"][0].ids)
+
+
+def test_choose_parts_fills_the_budget_best_first():
+    from preqrag.dota.topics import choose_parts
+
+    sizes = np.array([0.10, 0.30, 0.05, 0.04, 0.51])
+    scores = np.array([0.9, 0.8, 0.7, 0.1, 0.95])
+    assert choose_parts(scores, sizes, 0.15) == [4]  # the best part is searched even when larger
+    assert choose_parts(scores, sizes, 0.7) == [4, 0, 2, 3]  # 0.30 does not fit after 0.61: skipped
+    assert choose_parts(np.array([0.5, 0.9, 0.1, 0.2, 0.3]), sizes, 0.2) == [1]
+    assert choose_parts(scores, np.array([0.0, 0.5, 0.0, 0.0, 0.5]), 1.0) == [4, 1]  # empty parts never
+
+
+def test_routing_with_real_llm_votes_keeps_the_gold_documents(index, dota_cfg, small_corpus):
+    """The DoTA plan with SmolLM2's schema-constrained votes on the small index: each of 3 smoke
+    questions' gold documents have passages in the parts it searches, within route_budget; the
+    passages' topics, the parts and the votes' choices are the one list of 24 names."""
+    from preqrag.dota import RoutedDotaRewriter
+    from preqrag.dota.planning import route_schema
+    from preqrag.dota.topics import PART_FACET
+    from preqrag.llm import load_llm
+
+    cfg = dota_cfg.dota.model_copy(update={"route_votes": 2, "route_max_new_tokens": 48,
+                                           "rewrite_max_new_tokens": 48, "route_budget": 0.3})
+    rewriter = RoutedDotaRewriter(load_llm(dota_cfg.llm), cfg, index, route=True)
+    from preqrag.records import QueryPlan, SubQuery
+
+    qs = small_corpus[2][:1] + small_corpus[2][3:5]  # 1 single- and 2 multi-document questions
+    texts = [q["question"] for q in qs]
+    routes = rewriter.router.route(texts)  # the real votes (the typo-fixing rewrite is tested end to end)
+    assert all(names for names, _, _ in routes), routes
+    plans = rewriter.route_plans([QueryPlan(question_type="single", rewriter="dota", llm_outputs=raw,
+                                            sub_queries=[SubQuery(text=t, sparse=t, dense=t)])
+                                  for t, (_, _, raw) in zip(texts, routes)])
+    a = rewriter.topics
+    assert a.names == TOPIC_NAMES == route_schema(TOPIC_NAMES)["properties"]["namespaces"]["items"]["enum"]
+    assert [a.names[t] for t in a.part_topic] == [n.rsplit(" #", 1)[0] for n in a.part_names]
+    for q, p, (names, _, _) in zip(qs, plans, routes):
+        assert set(names) <= set(p.routing.voted)  # the votes, read back from the raw replies
+        chosen = p.sub_queries[0].filters[PART_FACET]
+        assert p.routing.namespaces == chosen and p.routing.fraction <= 0.3 + 1e-6
+        searched = {a.part_names.index(n) for n in chosen}
+        for gold in q["gold_doc_ids"]:
+            rows = [i for i, pid in enumerate(index.passage_ids) if index.passages[pid].doc_id == gold]
+            assert {int(a.parts[i]) for i in rows} & searched, (q["question"], gold, p.routing)

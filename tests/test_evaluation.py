@@ -501,17 +501,17 @@ def _doc_texts(ids: set[str]) -> dict[str, str]:
     return out
 
 
-@pytest.mark.slow  # 15 prompts to the 135M model
+@pytest.mark.slow  # 10 prompts to the 135M model
 def test_judge_with_real_llm_server(llama_server, tmp_path, smoke, singles):
     from preqrag.config import LLMConfig
     from preqrag.llm import load_llm
 
-    qs = singles[:3]
+    qs = singles[:2]  # the reference answer and a refusal (an off-topic answer parses like the reference)
     texts = _doc_texts({gold_docs(q)[0] for q in qs})
     answers = []
     for i, q in enumerate(qs):
         passage = " ".join(texts[gold_docs(q)[0]].split()[:80])
-        answer = [q.extra["answer"], "I do not know.", "The capital of France is Paris."][i]
+        answer = [q.extra["answer"], "I do not know."][i]
         answers.append({"id": q.id, "question": q.question, "answer": answer, "final_prompt": "p",
                         "passages": [{"passage": passage, "doc_IDs": gold_docs(q)[:1]}]})
     llm = load_llm(LLMConfig(backend="openai", base_url=f"{llama_server}/v1", model="smollm2",
@@ -519,7 +519,7 @@ def test_judge_with_real_llm_server(llama_server, tmp_path, smoke, singles):
     t0 = time.monotonic()
     path = tmp_path / "judgments.jsonl"
     recs = judge_answers(answers, smoke, llm, path, max_tokens=24)  # a score is a few tokens; a cut reply is unparsable
-    assert len(recs) == 3 * len(METRICS)
+    assert len(recs) == 2 * len(METRICS)
     for r in recs:
         spec = METRICS[r["metric"]]
         assert r["status"] in ("ok", "unparsable"), r
@@ -532,8 +532,8 @@ def test_judge_with_real_llm_server(llama_server, tmp_path, smoke, singles):
     summ = summarise_judgments(recs, smoke)
     for m in METRICS:
         a = summ[m]["all"]
-        assert a["n_valid"] + a["n_unparsable"] == 3 and a["n_error"] == 0
+        assert a["n_valid"] + a["n_unparsable"] == 2 and a["n_error"] == 0
     # resume: nothing left to ask
     assert judge_answers(answers, smoke, llm, path, max_tokens=24) == recs
-    print(f"real-LLM judging of 15 prompts: {time.monotonic() - t0:.1f}s; "
+    print(f"real-LLM judging of 10 prompts: {time.monotonic() - t0:.1f}s; "
           f"statuses: {[(r['metric'], r['status'], r['raw']) for r in recs]}")

@@ -68,7 +68,7 @@ def test_llm_server_killed_mid_run_and_restarted(tmp_path, bm25_index, small_cor
         # 4 tokens: the answers are not under test)
         overrides = _openai_overrides(server.url, max_retries=1, timeout_s=120)
         cfg.write_text(config_toml({**overrides, "run": {"batch_size": 1},
-                                    "generator": {"max_new_tokens": 4, "max_passage_tokens": 32,
+                                    "generator": {"sentence_scorer": "words", "max_new_tokens": 4, "max_passage_tokens": 32,
                                                   "context_top_k": 1}}))
         out = tmp_path / "answers.jsonl"
         args = ["run", qfile, "--index", bm25_index, "-o", out, "--config", cfg]

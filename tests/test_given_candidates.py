@@ -85,7 +85,7 @@ def test_cir_pipeline_uses_given_candidates_and_skips_retrieval(small_index, sma
     cands = _candidates(small_index, small_corpus)
     reply = json.dumps({"sentences": [{"text": "One.", "ids": [2, 1]}, {"text": "Two.", "ids": [3, 4]}]})
     llm = FakeLLM(reply)
-    whole = {**TEST_OVERRIDES, "generator": {"max_new_tokens": 16}}  # whole passages: the prompt is checked below
+    whole = {**TEST_OVERRIDES, "generator": {"sentence_scorer": "words", "max_new_tokens": 16}}  # whole passages: the prompt is checked below
     cfg = load_config(None, whole, pipeline="cir")
     assert cfg.run.use_given_candidates and not load_config(None, TEST_OVERRIDES).run.use_given_candidates
     p = Pipeline.from_config(small_index, cfg, llm=llm)
@@ -113,7 +113,7 @@ def test_cir_pipeline_uses_given_candidates_and_skips_retrieval(small_index, sma
     assert c.failure is not None and c.failure.stage == "candidates" and "candidates[1].doc" in c.failure.error
 
     # the preset's context size applies to the given list; the switch off: retrieved as usual
-    p2 = Pipeline.from_config(small_index, load_config(None, {**TEST_OVERRIDES, "generator": {"context_top_k": 2}},
+    p2 = Pipeline.from_config(small_index, load_config(None, {**TEST_OVERRIDES, "generator": {"sentence_scorer": "words", "context_top_k": 2}},
                                                        pipeline="cir"), llm=FakeLLM(reply))
     assert p2.answer([given])[0].trace.context_ids == [x["docid"] for x in cands[:2]]
     p3 = Pipeline.from_config(small_index, load_config(None, {**TEST_OVERRIDES, "run": {"use_given_candidates": False}},
@@ -135,7 +135,7 @@ def test_cir_run_from_ragnarok_requests_end_to_end(small_index, small_corpus, tm
                    encoding="utf-8")
     cfg = tmp_path / "cir.toml"
     cfg.write_text(config_toml({**TEST_OVERRIDES, "pipeline": "cir",
-                                "generator": {"max_new_tokens": 48, "max_passage_tokens": 96}}), encoding="utf-8")
+                                "generator": {"sentence_scorer": "words", "max_new_tokens": 48, "max_passage_tokens": 96}}), encoding="utf-8")
     out = tmp_path / "answers.jsonl"
     r = run_cli("run", str(req), "--index", str(small_index),
                         "-o", str(out), "--config", str(cfg))

@@ -33,7 +33,7 @@ def milvus(small_index, tmp_path_factory):
     d = tmp_path_factory.mktemp("milvus")
     uri = str(d / "milvus.db")
     overrides = {**TEST_OVERRIDES, "index": {"backend": "milvus", "uri": uri, "collection": "smoke"},
-                 "generator": {"max_new_tokens": 8}}  # the answers' text is not under test here
+                 "generator": {"sentence_scorer": "words", "max_new_tokens": 8}}  # the answers' text is not under test here
     toml = d / "preqrag.toml"
     toml.write_text(config_toml(overrides))
     r = _cli("index", "--backend", "milvus", "--index", small_index, "--config", toml)

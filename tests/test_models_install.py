@@ -293,7 +293,7 @@ def test_installed_qwen05b_answers_two_smoke_questions(qwen05b_gguf, small_index
     cfg = tmp_path / "qwen.toml"
     cfg.write_text(config_toml({**TEST_OVERRIDES, "pipeline": "preqrag", "classifier": {"name": "rules"},
                                 "llm": {"model": "qwen2.5-coder-0.5b"},
-                                "generator": {"max_new_tokens": 64, "max_passage_tokens": 200}}), encoding="utf-8")
+                                "generator": {"sentence_scorer": "words", "max_new_tokens": 64, "max_passage_tokens": 200}}), encoding="utf-8")
     out = tmp_path / "answers.jsonl"
     r = run_cli("run", qpath, "--index", small_index, "-o", out, "--config", cfg,
                 env={"PREQRAG_MODEL_DIR": str(qwen05b_gguf.parent)})

@@ -120,7 +120,7 @@ def test_ask_and_config_commands(small_index, cfg_file):
     r = _cli("config", "--config", bad)
     assert r.returncode == 2 and "reranker.depht" in r.stderr
     # the LLM answers from one short passage, in a few tokens (the record's fields are under test)
-    cfg_file.write_text(_toml({**TEST_OVERRIDES, "generator": {"context_top_k": 1, "max_passage_tokens": 64,
+    cfg_file.write_text(_toml({**TEST_OVERRIDES, "generator": {"sentence_scorer": "words", "context_top_k": 1, "max_passage_tokens": 64,
                                                                 "max_new_tokens": 4}}))
     r = _cli("ask", "--index", small_index, "--config", cfg_file, "--trace",
              "What data should a hotel look at to set room rates?")

@@ -39,7 +39,7 @@ from conftest import TEST_OVERRIDES, _free_port, config_toml, run_cli
 REPO = Path(__file__).resolve().parent.parent
 SERVE_OVERRIDES = {**TEST_OVERRIDES, "embedder": {"name": "wordllama"}, "rewriter": {"name": "none"},
                    "reranker": {"depth": 8, "max_length": 128},
-                   "generator": {"max_new_tokens": 8, "max_passage_tokens": 32},
+                   "generator": {"sentence_scorer": "words", "max_new_tokens": 8, "max_passage_tokens": 32},
                    "llm": {"n_threads": 1}, "run": {"batch_size": 4}}
 """Fast test pipeline: no LLM rewriting, the WordLlama embedder (no torch to import: a server
 process starts in seconds), the default classifier, cross-encoder and LLM, short answers from

@@ -92,6 +92,21 @@ class SubQuery(BaseModel):
         "the passages allowed. Empty: no filter."))
 
 
+class Routing(BaseModel):
+    """How a routed plan chose the part of the index its dense search covers (DoTA-RAG §2.2,
+    :mod:`preqrag.dota`).
+
+    Attributes:
+        voted: namespaces (topics) named by the valid LLM votes, most voted first.
+        namespaces: the parts of the namespaces searched, best first (the plan's filter).
+        fraction: share of the index's passages in them.
+    """
+
+    voted: list[str] = Field(default_factory=list)
+    namespaces: list[str] = Field(default_factory=list)
+    fraction: float = Field(ge=0, le=1)
+
+
 class QueryPlan(BaseModel):
     """Output of a rewriter: what to retrieve for one question.
 
@@ -102,6 +117,7 @@ class QueryPlan(BaseModel):
         fallbacks: one entry per LLM output that was rejected, e.g. ``"sparse: empty"``,
             ``"decompose: unparsable"``; the original question was used in its place.
         llm_outputs: raw LLM replies, for inspection.
+        routing: how a routed plan chose its namespaces (:class:`Routing`), else None.
     """
 
     question_type: QuestionType
@@ -109,6 +125,8 @@ class QueryPlan(BaseModel):
     sub_queries: list[SubQuery] = Field(min_length=1)
     fallbacks: list[str] = Field(default_factory=list)
     llm_outputs: dict[str, str] = Field(default_factory=dict)
+    routing: Routing | None = Field(None, exclude_if=lambda v: v is None, description=(
+        "A routed plan's namespace choice (DoTA-RAG); left out of the JSON when None."))
 
 
 class Ranking(BaseModel):

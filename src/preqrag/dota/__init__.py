@@ -4,8 +4,8 @@ LiveRAG, arXiv 2506.12571) as components of the preqrag pipeline (preset ``dota`
 Stage (paper)                              component (configuration name)
 -----------------------------------------  ---------------------------------------------------
 1 query rewriting (§2.1, Fig. 3)           rewriter ``dota`` (:mod:`.planning`)
-2 namespace routing, k=4 votes (§2.2, F.4)  rewriter ``dota``: ``SubQuery.filters = {"topic": top-2}``
-  namespaces = WebOrganizer topics (App. C)  :mod:`.topics` (``<index>/topics.npz``)
+2 namespace routing, k=4 votes (§2.2, F.4)  rewriter ``dota``: ``SubQuery.filters = {"namespace": parts}``
+  namespaces = WebOrganizer topics (App. C)  :mod:`.topics` (``<index>/topics.npz``), split into parts
 3 dense k=100 in the namespaces (§2.3.1)   the dense retriever with filters (FAISS IDSelectorBitmap)
   BM25 pruning to 20 (§2.3.2)              rerank step ``bm25-prune`` (:mod:`.prune`)
   rerank to 10 (§2.3.3)                    rerank step ``cross-encoder`` (``reranker.depth = 20``)
@@ -19,39 +19,96 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from ..components import Context, register
+from ..records import QueryPlan, Routing
 from ..stages import ROWS
-from .planning import DotaRewriter, NamespaceRouter, count_votes, parse_boxed
+from .planning import DotaRewriter, NamespaceRouter, count_votes, parse_boxed, parse_route_reply
 from .prune import BM25PruneStep
-from .topics import FACET, TOPICS, load_topics
+from .topics import FACET, PART_FACET, TOPIC_NAMES, TOPICS, choose_parts, load_topics, part_scores
 
 __all__ = ["DotaRewriter", "NamespaceRouter", "BM25PruneStep", "RoutedDotaRewriter", "count_votes", "parse_boxed",
            "TOPICS", "load_topics", "build_rewriter", "build_prune_step", "build_generator"]
 
 
 class RoutedDotaRewriter(DotaRewriter):
-    """:class:`DotaRewriter` that, before its first plan, registers the index's topic
-    assignment (:func:`load_topics`: read, or made and written, lazily) as the dense
-    retriever's ``topic`` facet, so that the plan's filters can be applied."""
+    """:class:`DotaRewriter` over an index: the votes of §2.2, then the parts of the topic
+    namespaces the dense search covers.
+
+    Before its first plan it registers the index's topic assignment (:func:`load_topics`:
+    read, or made and written, lazily) as the dense retriever's ``topic`` and ``namespace``
+    facets. For each question it scores every part (:func:`preqrag.dota.topics.part_scores`:
+    the rewrite's similarity to the part's centroid, its BM25 top ``route_bm25_depth``
+    passages, and ``route_vote_weight`` × the share of the votes that named the part's topic)
+    and searches the best parts within ``route_budget`` of the passages
+    (:func:`~preqrag.dota.topics.choose_parts`); the plan's filter is ``{"namespace": parts}``
+    and ``QueryPlan.routing`` records the votes, the parts and the share searched. A question
+    without a valid vote is routed by the other two signals (fallback ``route: no valid vote``).
+    Deviations from the paper (parts, budget, BM25 evidence): docs/presets.md, section dota.
+    """
 
     def __init__(self, llm, cfg, index, **kw):
         super().__init__(llm, cfg, **kw)
         self.index = index
         self._lock = threading.Lock()
+        self.topics = None
 
     def ensure_facet(self) -> None:
-        """Register the ``topic`` facet on the index's retrievers (once; BM25 and dense share
-        their facets)."""
+        """Register the ``topic`` and ``namespace`` facets on the index's retrievers (once;
+        BM25 and dense share their facets)."""
         dense = self.index.dense
         with self._lock:
+            if self.topics is None:
+                self.topics = load_topics(self.index, parts_per_topic=self.cfg.route_parts)
+            a = self.topics
             if FACET not in dense.facets:
-                a = load_topics(self.index)
                 dense.add_facet(FACET, a.names, a.labels)
+            if PART_FACET not in dense.facets:
+                dense.add_facet(PART_FACET, a.part_names, a.parts)
 
     def plan(self, questions, types):
-        if self.route:
-            self.ensure_facet()
-        return super().plan(questions, types)
+        plans = super().plan(questions, types)
+        return self.route_plans(plans) if self.route else plans
+
+    def route_plans(self, plans: list[QueryPlan]) -> list[QueryPlan]:
+        """Set each plan's filter to the parts it searches and its ``routing`` record, from its
+        rewrite (``sub_queries[0].dense``) and the votes in its ``llm_outputs`` (none: routed
+        by similarity and BM25 alone). Returns ``plans``, changed in place."""
+        if not plans:
+            return plans
+        self.ensure_facet()
+        a = self.topics
+        texts = [p.sub_queries[0].dense for p in plans]
+        vectors = np.asarray(self.index.encoder.encode(texts, is_query=True), dtype=np.float32)
+        bm25_parts: list[list[int]] = [[] for _ in texts]
+        if self.cfg.route_bm25_depth and self.index.sparse is not None:
+            for i, r in enumerate(self.index.sparse.search(texts, self.cfg.route_bm25_depth)):
+                bm25_parts[i] = [int(a.parts[self.index.passages.row(pid)]) for pid in r.ids]
+        votes = [self._vote_shares(p) for p in plans]
+        scores = part_scores(a, vectors, votes, bm25_parts, self.cfg.route_vote_weight)
+        sizes = a.part_sizes()
+        for p, s, share in zip(plans, scores, votes):
+            chosen = [a.part_names[j] for j in choose_parts(s, sizes, self.cfg.route_budget)]
+            sub = p.sub_queries[0]
+            p.sub_queries[0] = sub.model_copy(update={"filters": {PART_FACET: chosen}})
+            p.fallbacks = [f.replace("(all namespaces searched)", "(parts chosen without votes)") for f in p.fallbacks]
+            p.routing = Routing(voted=sorted(share, key=lambda n: -share[n]), namespaces=chosen,
+                                fraction=round(min(1.0, a.part_fraction(chosen)), 6))
+        return plans
+
+    def _vote_shares(self, plan) -> dict[str, float]:
+        """Topic name → share of the plan's valid votes that named it (read back from the raw
+        replies in ``llm_outputs``, parsed as the router parsed them)."""
+        valid = [names for key, reply in plan.llm_outputs.items() if key.startswith("route ")
+                 for names, _ in [parse_route_reply(reply, TOPIC_NAMES)] if names]
+        if not valid:
+            return {}
+        tally: dict[str, float] = {}
+        for names in valid:
+            for n in dict.fromkeys(names):
+                tally[n] = tally.get(n, 0.0) + 1.0 / len(valid)
+        return tally
 
 
 @register("rewriter", "dota", reads=("dota", "rewriter", "retrieval", "llm"))
@@ -74,6 +131,9 @@ def build_rewriter(ctx: Context) -> DotaRewriter:
         if cfg.retrieval.use_sparse:
             raise ValueError("dota.route restricts dense retrieval only (DoTA-RAG §2.3: dense first stage); "
                              "set retrieval.use_sparse = false, or dota.route = false")
+        if cfg.dota.route_bm25_depth and ctx.index.sparse is None:
+            raise ValueError("dota.route_bm25_depth uses the index's BM25 index, which this index lacks; "
+                             "set dota.route_bm25_depth = 0")
         return RoutedDotaRewriter(ctx.get_llm(), cfg.dota, ctx.index, route=True,
                                   max_length_ratio=cfg.rewriter.max_length_ratio)
     return DotaRewriter(ctx.get_llm(), cfg.dota, route=False, max_length_ratio=cfg.rewriter.max_length_ratio)

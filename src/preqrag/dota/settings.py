@@ -22,7 +22,21 @@ class DotaConfig(_Section):
     route_seed: int = Field(0, description=(
         "Vote v samples with seed route_seed + v where the backend takes a seed (in-process llama.cpp), "
         "so votes differ and runs repeat."))
-    route_top_n: int = Field(2, ge=1, description="Namespaces searched: the most voted (§2.2: top two).")
+    route_top_n: int = Field(2, ge=1, description=(
+        "The most voted namespaces (§2.2: top two): what an index-less plan filters on; with an index, "
+        "the votes' shares weigh the parts chosen within route_budget (route_vote_weight)."))
+    route_parts: int = Field(8, ge=1, description=(
+        "Parts per topic namespace (not in the paper): each topic's passages are split by spherical k-means "
+        "(preqrag.dota.topics); the router searches the parts nearest the question."))
+    route_budget: float = Field(0.15, gt=0, le=1, description=(
+        "Most of the passages a routed dense search covers (a share; the paper's routing searched ~8%): "
+        "parts are added best first while they fit."))
+    route_bm25_depth: int = Field(30, ge=0, description=(
+        "BM25 top passages whose parts the router favours (each adds 1/rank to its part's score; 0 = off). "
+        "BM25 over the whole index is cheap next to a dense search over it."))
+    route_vote_weight: float = Field(0.1, ge=0, description=(
+        "Weight of the LLM votes in a part's routing score: this times the share of valid votes that "
+        "named the part's topic (cosine similarities to the part centroids differ by ~0.1)."))
     route_max_new_tokens: int = Field(160, ge=8, description=(
         "Tokens per vote (the authors' code: 128, for free text): an upper bound for the JSON vote, whose "
         "schema fits it (names and the 'about' text at one character per token)."))

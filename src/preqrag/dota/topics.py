@@ -14,6 +14,14 @@ embedding is the normalised mean of its passages' vectors, read back from the FA
 re-encoding). All passages of a document share its topic, as a document lives in one
 namespace in the paper.
 
+Parts (not in the paper; docs/presets.md, deviations): each topic namespace is split into up to
+``parts_per_topic`` parts by spherical k-means of its passage vectors (FAISS ``Kmeans``), each
+with its centroid. Labels from a labeller that is not the router leave a question's gold document
+in a topic the votes do not name (gold in the two voted namespaces: 0.60 on the smoke set); the
+router (:func:`choose_parts`) searches the parts nearest the question instead, the voted topics'
+parts first, up to a share of the passages (``[dota] route_budget``). A document's passages keep
+their document's topic; its parts may differ (each passage goes to its nearest part).
+
 ``topics.npz`` is written atomically (temp file + ``os.replace``) on first use
 (:func:`load_topics`) or by ``python -m preqrag.dota.topics --index IDX``.
 """
@@ -88,6 +96,19 @@ FILE = "topics.npz"
 METHOD = "embedding-similarity"
 """How :func:`assign_topics` assigns topics (recorded in the file)."""
 
+PART_FACET = "namespace"
+"""Facet name of the parts of the topic namespaces (values ``"<topic> #<j>"``, e.g. ``"Health #3"``):
+what a routed plan's filters name (``{"namespace": [...]}``)."""
+
+PARTS_PER_TOPIC = 8
+"""Default parts per topic namespace (``[dota] route_parts``). Measured on the bench index (49,642
+passages, 200 dev questions, docs/bench/dota_routing.json): with 8 parts the nearest parts hold the
+gold documents far more often than whole topics at the same share searched."""
+
+KMEANS_POINTS_PER_CENTROID = 39
+"""FAISS's minimum training points per centroid: a topic with fewer than ``39 * k`` passages gets
+fewer parts (``len // 39``, at least one)."""
+
 
 def topic_text(name: str) -> str:
     """The text embedded for topic ``name``: ``"<name>. <description>"`` (the name alone for
@@ -105,12 +126,27 @@ class TopicAssignment:
         labels: ``int16`` array of shape ``(n_passages,)``, the topic id of each passage row.
         method: how it was made (:data:`METHOD`).
         embedder: the embedder whose vectors were compared.
+        part_names: names of the parts of the topics (``"<topic> #<j>"``); ``parts`` index into it.
+        parts: ``int32`` array of shape ``(n_passages,)``, the part of each passage row.
+        part_topic: ``int16`` array of shape ``(n_parts,)``, the topic id of each part.
+        centroids: ``float32`` array of shape ``(n_parts, dim)``, unit-norm centroid of each part.
+        parts_per_topic: the most parts a topic was split into.
     """
 
     names: list[str]
     labels: np.ndarray
     method: str
     embedder: str
+    part_names: list[str]
+    parts: np.ndarray
+    part_topic: np.ndarray
+    centroids: np.ndarray
+    parts_per_topic: int
+
+    def part_sizes(self) -> np.ndarray:
+        """Share of the passages in each part, ``float64`` of shape ``(n_parts,)``."""
+        n = max(len(self.parts), 1)
+        return np.bincount(self.parts, minlength=len(self.part_names)) / n
 
     def counts(self) -> dict[str, int]:
         """Passages per topic (topics with none included, as 0)."""
@@ -123,24 +159,34 @@ class TopicAssignment:
         ids = [self.names.index(t) for t in topics if t in self.names]
         return float(np.isin(self.labels, ids).mean()) if len(self.labels) else 0.0
 
+    def part_fraction(self, parts: list[str]) -> float:
+        """Share of the index's passages in the parts named ``parts``."""
+        ids = {n: i for i, n in enumerate(self.part_names)}
+        return float(self.part_sizes()[[ids[p] for p in parts if p in ids]].sum())
 
-def assign_topics(index) -> TopicAssignment:
-    """Assign a WebOrganizer topic to every document of an opened index.
+
+def assign_topics(index, parts_per_topic: int = PARTS_PER_TOPIC) -> TopicAssignment:
+    """Assign a WebOrganizer topic to every document of an opened index, and split each topic
+    into parts.
 
     Each document's vector is the normalised mean of its passages' vectors (read back from
-    the FAISS ``IndexFlatIP`` with ``reconstruct_n``); its topic is the argmax of the cosine
+    the FAISS index with ``reconstruct_n``); its topic is the argmax of the cosine
     similarity to the embedded :func:`topic_text` of each topic (encoded as queries, since a
-    topic description plays the query's role). Cost: one matrix product, no passage is
-    re-encoded.
+    topic description plays the query's role). Then each topic's passage vectors are
+    clustered by spherical k-means (FAISS ``Kmeans``, 20 iterations, seed 1) into
+    ``min(parts_per_topic, n // 39)`` parts (at least one). No passage is re-encoded.
 
     Args:
         index: a :class:`preqrag.index.Index` with a dense index.
+        parts_per_topic: the most parts per topic (``[dota] route_parts``, default 8).
 
     Raises:
         ValueError: the index has no dense index (nothing to compare with).
     """
     if index.dense is None or index.encoder is None:
         raise ValueError(f"{index.path}: DoTA topic routing needs a dense index (built without --sparse-only)")
+    import faiss
+
     faiss_index = index.dense._load()
     vectors = faiss_index.reconstruct_n(0, faiss_index.ntotal)
     doc_ids = [index.passages[pid].doc_id for pid in index.passage_ids]
@@ -150,7 +196,74 @@ def assign_topics(index) -> TopicAssignment:
     doc_vecs /= np.maximum(np.linalg.norm(doc_vecs, axis=1, keepdims=True), 1e-12)
     topic_vecs = index.encoder.encode([topic_text(n) for n in TOPIC_NAMES], is_query=True)
     doc_topic = np.argmax(doc_vecs @ np.asarray(topic_vecs, dtype=np.float32).T, axis=1)
-    return TopicAssignment(TOPIC_NAMES, doc_topic[doc_of_row].astype(np.int16), METHOD, index.encoder.name)
+    labels = doc_topic[doc_of_row].astype(np.int16)
+
+    parts = np.zeros(len(labels), dtype=np.int32)
+    part_names: list[str] = []
+    part_topic: list[int] = []
+    centroids: list[np.ndarray] = []
+    for t, name in enumerate(TOPIC_NAMES):
+        rows = np.flatnonzero(labels == t)
+        if not len(rows):
+            continue
+        v = np.ascontiguousarray(vectors[rows], dtype=np.float32)
+        k = max(1, min(parts_per_topic, len(rows) // KMEANS_POINTS_PER_CENTROID))
+        if k == 1:
+            c, assign = v.mean(axis=0, keepdims=True), np.zeros(len(rows), dtype=np.int64)
+        else:
+            km = faiss.Kmeans(v.shape[1], k, niter=20, seed=1, spherical=True)
+            km.train(v)
+            c = km.centroids
+            assign = km.index.search(v, 1)[1][:, 0]
+        parts[rows] = len(part_names) + assign
+        part_names += [f"{name} #{j + 1}" for j in range(k)]
+        part_topic += [t] * k
+        centroids.append(c / np.maximum(np.linalg.norm(c, axis=1, keepdims=True), 1e-12))
+    return TopicAssignment(TOPIC_NAMES, labels, METHOD, index.encoder.name, part_names, parts,
+                           np.asarray(part_topic, dtype=np.int16),
+                           np.vstack(centroids).astype(np.float32), parts_per_topic)
+
+
+def choose_parts(scores: np.ndarray, sizes: np.ndarray, budget: float) -> list[int]:
+    """The parts a routed question searches: in order of ``scores`` (best first), each added
+    while the passages searched stay within ``budget`` (a share of all passages); the best part
+    is always searched, and a part too large for what is left is skipped for smaller ones.
+
+    Args:
+        scores: ``(n_parts,)`` routing scores of one question (:func:`part_scores`).
+        sizes: ``(n_parts,)`` share of the passages in each part (:meth:`TopicAssignment.part_sizes`).
+        budget: the most of the passages to search, in (0, 1] (``[dota] route_budget``).
+
+    Returns:
+        part ids, best first.
+    """
+    chosen: list[int] = []
+    used = 0.0
+    for p in np.argsort(-scores, kind="stable"):
+        if sizes[p] <= 0:
+            continue
+        if not chosen or used + sizes[p] <= budget + 1e-12:
+            chosen.append(int(p))
+            used += float(sizes[p])
+    return chosen
+
+
+def part_scores(a: TopicAssignment, query_vectors: np.ndarray, votes: list[dict[str, float]],
+                bm25_parts: list[list[int]], vote_weight: float) -> np.ndarray:
+    """Routing scores of every part for a batch of questions, ``(n_questions, n_parts)``:
+    the cosine of the question's vector with the part's centroid, plus ``1 / rank`` for every
+    passage of the part among the question's BM25 top passages (``bm25_parts``: their parts,
+    in rank order), plus ``vote_weight`` times the share of the LLM votes that named the part's
+    topic (``votes``: topic name → share of valid votes; DoTA-RAG §2.2's self-consistency tally)."""
+    s = np.asarray(query_vectors, dtype=np.float32) @ a.centroids.T
+    topic_of = {n: i for i, n in enumerate(a.names)}
+    for i, (share, ranked) in enumerate(zip(votes, bm25_parts)):
+        for name, v in share.items():
+            if name in topic_of:
+                s[i, a.part_topic == topic_of[name]] += vote_weight * v
+        for rank, p in enumerate(ranked):
+            s[i, p] += 1.0 / (rank + 1)
+    return s
 
 
 def _save(path: Path, a: TopicAssignment) -> None:
@@ -158,19 +271,25 @@ def _save(path: Path, a: TopicAssignment) -> None:
     from ..io import atomic_write
 
     atomic_write(path, lambda fh: np.savez(fh, labels=a.labels, names=np.asarray(a.names),
-                                           method=np.asarray(a.method), embedder=np.asarray(a.embedder)))
+                                           method=np.asarray(a.method), embedder=np.asarray(a.embedder),
+                                           part_names=np.asarray(a.part_names), parts=a.parts,
+                                           part_topic=a.part_topic, centroids=a.centroids,
+                                           parts_per_topic=np.asarray(a.parts_per_topic)))
 
 
 def _read(path: Path) -> TopicAssignment:
     with np.load(path, allow_pickle=False) as z:
         return TopicAssignment([str(n) for n in z["names"]], z["labels"].astype(np.int16), str(z["method"]),
-                               str(z["embedder"]))
+                               str(z["embedder"]), [str(n) for n in z["part_names"]], z["parts"].astype(np.int32),
+                               z["part_topic"].astype(np.int16), z["centroids"].astype(np.float32),
+                               int(z["parts_per_topic"]))
 
 
-def load_topics(index, *, rebuild: bool = False) -> TopicAssignment:
+def load_topics(index, *, rebuild: bool = False, parts_per_topic: int = PARTS_PER_TOPIC) -> TopicAssignment:
     """The topic assignment of ``index``: read from ``<index>/topics.npz``, or made with
     :func:`assign_topics` and written there atomically when missing, stale (another number
-    of passages, another embedder, another taxonomy) or ``rebuild``.
+    of passages, another embedder, another taxonomy, another ``parts_per_topic``, or a file
+    without parts) or ``rebuild``.
 
     Raises:
         ValueError: no dense index (see :func:`assign_topics`).
@@ -180,11 +299,11 @@ def load_topics(index, *, rebuild: bool = False) -> TopicAssignment:
         try:
             a = _read(path)
             if (len(a.labels) == len(index.passage_ids) and a.names == TOPIC_NAMES
-                    and a.embedder == getattr(index.encoder, "name", None)):
+                    and a.embedder == getattr(index.encoder, "name", None) and a.parts_per_topic == parts_per_topic):
                 return a
         except (OSError, ValueError, KeyError):
             pass  # unreadable or from another version: rebuild below
-    a = assign_topics(index)
+    a = assign_topics(index, parts_per_topic)
     _save(path, a)
     return a
 
@@ -202,12 +321,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         cfg = load_config(args.config)
-        a = load_topics(Index.open(args.index, cfg), rebuild=args.rebuild)
+        a = load_topics(Index.open(args.index, cfg), rebuild=args.rebuild, parts_per_topic=cfg.dota.route_parts)
     except (ConfigError, IndexOpenError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(json.dumps({"index": str(args.index), "file": str(args.index / FILE), "method": a.method,
-                      "embedder": a.embedder, "n_passages": int(len(a.labels)), "passages_per_topic": a.counts()},
+                      "embedder": a.embedder, "n_passages": int(len(a.labels)), "passages_per_topic": a.counts(),
+                      "parts": len(a.part_names)},
                      indent=2))
     return 0
 
