@@ -20,28 +20,44 @@ PLUGINS = Path(__file__).parent / "plugins"
 SRC = Path(__file__).resolve().parents[1] / "src" / "preqrag"
 
 
-def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "preqrag.cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=600)
-
-
 def _lines(path):
     return [json.loads(line) for line in open(path, encoding="utf-8")]
 
 
 def test_a_system_registered_outside_the_package_runs_through_preqrag_run(tmp_path, small_index, small_corpus):
+    """One process of its own (the plugin's registrations must not leak into the test process),
+    running four ``preqrag`` commands in order through the Typer app: without ``imports`` the
+    names are unknown; with it the toy system runs; ``preqrag config`` documents its table; a
+    misspelt key of its table is refused."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(PLUGINS), os.environ.get("PYTHONPATH", "")])}
     questions = small_corpus[2][:2]
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
-    cfg = tmp_path / "toy.toml"
-    cfg.write_text(config_toml({"imports": ["toy_system"], "pipeline": "hybrid", "reranker": {"depth": 8},
-                                "retrieval": {"extra": ["toy-word"]},
-                                "rerank": {"chain": ["cross-encoder", "toy-shortest"]},
-                                "generator": {"name": "toy-echo"}, "toy": {"prefix": "TOY says:"}}))
+    toml = config_toml({"imports": ["toy_system"], "pipeline": "hybrid", "reranker": {"depth": 8, "max_length": 128},
+                        "retrieval": {"extra": ["toy-word"]},
+                        "rerank": {"chain": ["cross-encoder", "toy-shortest"]},
+                        "generator": {"name": "toy-echo"}, "toy": {"prefix": "TOY says:"}})
+    cfg, plain, typo = tmp_path / "toy.toml", tmp_path / "plain.toml", tmp_path / "typo.toml"
+    cfg.write_text(toml)
+    plain.write_text(toml.replace('imports = ["toy_system"]\n', ""))
+    typo.write_text(toml.replace("prefix =", "prefx ="))
     out = tmp_path / "answers.jsonl"
-    r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg, env=env)
-    assert r.returncode == 0, r.stderr
+    commands = [["run", qfile, "--index", small_index, "-o", tmp_path / "c.jsonl", "--config", plain],
+                ["run", qfile, "--index", small_index, "-o", out, "--config", cfg],
+                ["config", "--config", cfg],
+                ["run", qfile, "--index", small_index, "-o", tmp_path / "b.jsonl", "--config", typo]]
+    driver = ("import json, sys\nfrom typer.testing import CliRunner\nfrom preqrag.cli import app\n"
+              "out = []\nfor args in json.loads(sys.argv[1]):\n"
+              "    r = CliRunner().invoke(app, args)\n"
+              "    out.append([r.exit_code, r.stdout, r.stderr])\n"
+              "print(json.dumps(out))\n")
+    proc = subprocess.run([sys.executable, "-c", driver, json.dumps([[str(a) for a in c] for c in commands])],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (code0, _, err0), (code1, _, err1), (code2, out2, err2), (code3, _, err3) = json.loads(proc.stdout.splitlines()[-1])
+    # without the import, the names are unknown, and the error says where names come from
+    assert code0 == 2 and "toy: unknown table" in err0, err0
+    assert code1 == 0, err1
     answers = _lines(out)
     assert [a["id"] for a in answers] == [q["id"] for q in questions]
     assert all(a["answer"].startswith("TOY says: ") and len(a["passages"]) == 1 for a in answers)
@@ -52,15 +68,8 @@ def test_a_system_registered_outside_the_package_runs_through_preqrag_run(tmp_pa
         assert t["context_ids"][0] == toy[0]  # the toy rerank step's head is the context
         assert t["seconds"]["rerank-toy"] >= 0 and "toy-word" in t["seconds"]
     # its table is documented by `preqrag config` and validated like a built-in one
-    r = _cli("config", "--config", cfg, env=env)
-    assert r.returncode == 0 and "[toy]" in r.stdout and 'prefix = "TOY says:"' in r.stdout, r.stderr
-    cfg.write_text(cfg.read_text().replace("prefix =", "prefx ="))
-    r = _cli("run", qfile, "--index", small_index, "-o", tmp_path / "b.jsonl", "--config", cfg, env=env)
-    assert r.returncode == 2 and "toy.prefx" in r.stderr, r.stderr
-    # without the import, the names are unknown, and the error says where names come from
-    cfg.write_text(cfg.read_text().replace('imports = ["toy_system"]\n', ""))
-    r = _cli("run", qfile, "--index", small_index, "-o", tmp_path / "c.jsonl", "--config", cfg, env=env)
-    assert r.returncode == 2 and "toy: unknown table" in r.stderr, r.stderr
+    assert code2 == 0 and "[toy]" in out2 and 'prefix = "TOY says:"' in out2, err2
+    assert code3 == 2 and "toy.prefx" in err3, err3
 
 
 def test_derive_rebuilds_the_components_whose_settings_changed(small_index):
