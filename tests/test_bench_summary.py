@@ -44,3 +44,14 @@ def test_summary_keeps_the_largest_head_and_replaces_only_its_block(tmp_path):
     assert "| wl | 30 |" in lines[2] and "| 0.250 |" in lines[2]
     doc.write_text("no markers\n")
     assert mod.main(["--json", str(tmp_path / "b.json"), "--doc", str(doc)]) == 2
+
+
+def test_docs_presets_tables_match_the_bench_json():
+    """docs/presets.md's ladder tables are what bench/presets_summary.py writes from the committed
+    docs/bench/llm_presets.json: a new row without `python bench/presets_summary.py` fails here."""
+    mod = _module()
+    root = BENCH.parent
+    rows = json.loads((root / "docs" / "bench" / "llm_presets.json").read_text(encoding="utf-8"))["rows"]
+    text = (root / "docs" / "presets.md").read_text(encoding="utf-8")
+    block = text.split(mod.BEGIN, 1)[1].split(mod.END, 1)[0]
+    assert block.strip() == "\n".join(mod.summary(rows)).strip(), "run: python bench/presets_summary.py"
