@@ -24,7 +24,7 @@ import numpy as np
 from ..components import Context, register
 from ..records import QueryPlan, Routing
 from ..stages import ROWS
-from .planning import DotaRewriter, NamespaceRouter, count_votes, parse_boxed, parse_route_reply
+from .planning import DotaRewriter, NamespaceRouter, count_votes, parse_boxed, parse_route_reply, tally_votes
 from .prune import BM25PruneStep
 from .topics import FACET, PART_FACET, TOPIC_NAMES, TOPICS, choose_parts, load_topics, part_scores
 
@@ -53,6 +53,7 @@ class RoutedDotaRewriter(DotaRewriter):
         self.index = index
         self._lock = threading.Lock()
         self.topics = None
+        self._part_sizes = None  # share of the passages in each part, computed once with the facets
 
     def ensure_facet(self) -> None:
         """Register the ``topic`` and ``namespace`` facets on the index's retrievers (once;
@@ -61,6 +62,7 @@ class RoutedDotaRewriter(DotaRewriter):
         with self._lock:
             if self.topics is None:
                 self.topics = load_topics(self.index, parts_per_topic=self.cfg.route_parts)
+                self._part_sizes = self.topics.part_sizes()
             a = self.topics
             if FACET not in dense.facets:
                 dense.add_facet(FACET, a.names, a.labels)
@@ -87,14 +89,14 @@ class RoutedDotaRewriter(DotaRewriter):
                 bm25_parts[i] = [int(a.parts[self.index.passages.row(pid)]) for pid in r.ids]
         votes = [self._vote_shares(p) for p in plans]
         scores = part_scores(a, vectors, votes, bm25_parts, self.cfg.route_vote_weight)
-        sizes = a.part_sizes()
         for p, s, share in zip(plans, scores, votes):
-            chosen = [a.part_names[j] for j in choose_parts(s, sizes, self.cfg.route_budget)]
+            ids = choose_parts(s, self._part_sizes, self.cfg.route_budget)
+            chosen = [a.part_names[j] for j in ids]
             sub = p.sub_queries[0]
             p.sub_queries[0] = sub.model_copy(update={"filters": {PART_FACET: chosen}})
             p.fallbacks = [f.replace("(all namespaces searched)", "(parts chosen without votes)") for f in p.fallbacks]
             p.routing = Routing(voted=sorted(share, key=lambda n: -share[n]), namespaces=chosen,
-                                fraction=round(min(1.0, a.part_fraction(chosen)), 6))
+                                fraction=round(min(1.0, float(self._part_sizes[ids].sum())), 6))
         return plans
 
     def _vote_shares(self, plan) -> dict[str, float]:
@@ -102,13 +104,7 @@ class RoutedDotaRewriter(DotaRewriter):
         replies in ``llm_outputs``, parsed as the router parsed them)."""
         valid = [names for key, reply in plan.llm_outputs.items() if key.startswith("route ")
                  for names, _ in [parse_route_reply(reply, TOPIC_NAMES)] if names]
-        if not valid:
-            return {}
-        tally: dict[str, float] = {}
-        for names in valid:
-            for n in dict.fromkeys(names):
-                tally[n] = tally.get(n, 0.0) + 1.0 / len(valid)
-        return tally
+        return {name: n / len(valid) for name, n in tally_votes(valid).items()}
 
 
 @register("rewriter", "dota", reads=("dota", "rewriter", "retrieval", "llm"))

@@ -178,14 +178,20 @@ def parse_boxed(reply: str, namespaces: list[str]) -> tuple[list[str] | None, st
     return out, None
 
 
-def count_votes(votes: list[list[str]], top_n: int) -> list[str]:
-    """The ``top_n`` namespaces named by most votes (each vote counts a namespace once); ties
-    go to the namespace named first (``collections.Counter.most_common`` order, as in the
-    authors' code). ``[]`` when no vote names any."""
+def tally_votes(votes: list[list[str]]) -> Counter[str]:
+    """Namespace → number of votes naming it (each vote counts a namespace once), in the order
+    namespaces were first named (DoTA-RAG §2.2's self-consistency tally)."""
     tally: Counter[str] = Counter()
     for vote in votes:
         tally.update(list(dict.fromkeys(vote)))
-    return [name for name, _ in tally.most_common(top_n)]
+    return tally
+
+
+def count_votes(votes: list[list[str]], top_n: int) -> list[str]:
+    """The ``top_n`` namespaces named by most votes (:func:`tally_votes`); ties go to the
+    namespace named first (``collections.Counter.most_common`` order, as in the authors'
+    code). ``[]`` when no vote names any."""
+    return [name for name, _ in tally_votes(votes).most_common(top_n)]
 
 
 def _similar_word(word: str, words: set[str]) -> bool:

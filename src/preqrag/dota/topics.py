@@ -159,11 +159,6 @@ class TopicAssignment:
         ids = [self.names.index(t) for t in topics if t in self.names]
         return float(np.isin(self.labels, ids).mean()) if len(self.labels) else 0.0
 
-    def part_fraction(self, parts: list[str]) -> float:
-        """Share of the index's passages in the parts named ``parts``."""
-        ids = {n: i for i, n in enumerate(self.part_names)}
-        return float(self.part_sizes()[[ids[p] for p in parts if p in ids]].sum())
-
 
 def assign_topics(index, parts_per_topic: int = PARTS_PER_TOPIC) -> TopicAssignment:
     """Assign a WebOrganizer topic to every document of an opened index, and split each topic
