@@ -130,7 +130,7 @@ def smollm2():
 
 
 def test_fit_prompt_cuts_an_overlong_question_to_the_window(smollm2, small_corpus):
-    question = " ".join(["why is the reactor coolant pump important"] * 30_000)  # 210,000 words
+    question = " ".join(["why is the reactor coolant pump important"] * 3_000)  # 21,000 words: 20x the window
     passages = ["SCADA systems monitor industrial processes. " * 40] * 3
     fitted = fit_prompt(question, passages, prompt="B", count=smollm2.count_tokens, window=1024,
                         max_new_tokens=64, max_passage_tokens=512)
@@ -151,11 +151,11 @@ def test_max_passage_tokens_is_applied(smollm2):
 
 def test_huge_question_and_wide_context_are_answered_with_truncation_in_trace(tmp_path, small_index,
                                                                               small_corpus):
-    """A 200,000-word question, and context_top_k = 8 over a 256-token window: both answered by
+    """A 20,000-word question (~100x what the reranker, the encoder and the window take), and context_top_k = 8 over a 256-token window: both answered by
     the LLM, the cuts recorded in the trace (reranker on: it must cope with the question too)."""
     q = small_corpus[2][0]
     qfile = tmp_path / "q.jsonl"
-    huge = " ".join([q["question"]] * (200_000 // len(q["question"].split()) + 1))
+    huge = " ".join([q["question"]] * (20_000 // len(q["question"].split()) + 1))
     qfile.write_text(json.dumps({"id": "huge", "question": huge}) + "\n"
                      + json.dumps({"id": "wide", "question": q["question"]}) + "\n")
     cfg = _cfg(tmp_path, {**FAST, "reranker": {"depth": 8, "max_length": 128}, "llm": {"n_ctx": 256},

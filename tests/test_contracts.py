@@ -78,7 +78,7 @@ def test_derive_rebuilds_the_components_whose_settings_changed(small_index):
     from preqrag.pipeline import Pipeline
     from preqrag.records import Question
 
-    cfg = load_config(None, {"pipeline": "hybrid", "reranker": {"depth": 8},
+    cfg = load_config(None, {"pipeline": "hybrid", "reranker": {"depth": 8, "max_length": 128},
                              "rerank": {"chain": ["cross-encoder", "mmr", "bm25-prune"]},
                              "mmr": {"lambda_": 0.5, "top_j": 8}, "dota": {"prune_keep": 6}})
     base = Pipeline.from_config(small_index, cfg)

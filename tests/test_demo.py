@@ -4,7 +4,11 @@ answered and no answer loops (issue 22: SmolLM2 repeated one sentence five times
 
 It runs the installed ``preqrag`` console script (``[project.scripts]``) in its own process, as a
 user types it: the suite's one test of the entry point itself (most other CLI tests run the same
-Typer app in-process, ``conftest.run_cli``)."""
+Typer app in-process, ``conftest.run_cli``). The answer settings are the defaults (cross-encoder
+sentence selection, the default answer length, where loops happen); :data:`DEMO_TEST_CONFIG` only
+makes indexing and reranking cheap: the WordLlama embedder (the default sentence-transformers
+encoder took 21 of the test's 62 s to encode the 314 passages; it is tested on the small corpus by
+every index test) and 128-token cross-encoder pairs (the default 512-token pairs: 11 s)."""
 
 from __future__ import annotations
 
@@ -17,14 +21,21 @@ import sys
 
 import pytest
 
+from conftest import config_toml
 from preqrag.answering import degenerate
+
+DEMO_TEST_CONFIG = {"embedder": {"name": "wordllama"}, "reranker": {"max_length": 128}}
+"""The demo's configuration file in this test: every answer setting left at its default."""
 
 
 @pytest.mark.slow
 def test_demo_answers_do_not_loop(tmp_path):
+    pytest.importorskip("wordllama", reason='the test configuration\'s embedder: pip install "wordllama==0.4.0.post1"')
+    cfg = tmp_path / "demo.toml"
+    cfg.write_text(config_toml(DEMO_TEST_CONFIG), encoding="utf-8")
     script = shutil.which("preqrag", path=os.path.dirname(sys.executable))  # the environment's console script
     assert script, f"no preqrag console script beside {sys.executable}: is the package installed (pip install -e .)?"
-    r = subprocess.run([script, "demo", "--workdir", str(tmp_path)], capture_output=True, text=True, timeout=1800)
+    r = subprocess.run([script, "demo", "--workdir", str(tmp_path), "--config", str(cfg)], capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stderr[-3000:]
     answers = [json.loads(line) for line in (tmp_path / "answers.jsonl").read_text().splitlines()]
     traces = {t["id"]: t for t in map(json.loads, (tmp_path / "answers.traces.jsonl").read_text().splitlines())}

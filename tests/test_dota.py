@@ -349,7 +349,7 @@ def test_preset_settings_and_routing_needs_dense_only(small_index):
 def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
     """``preqrag run`` with ``pipeline = "dota"`` and the bundled models: schema-valid LiveRAG
     answers, traces with every slot (routing may fall back with a 135M LLM: recorded)."""
-    questions = small_corpus[2][:1] + small_corpus[2][3:4]  # 1 single, 1 multi
+    questions = small_corpus[2][3:4]  # a multi-document question (DoTA plans every question alike)
     qpath = tmp_path / "q.jsonl"
     qpath.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
     cfg = tmp_path / "dota.toml"
@@ -364,7 +364,7 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
     answers = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
     traces = {str(t.id): t for t in (Trace.model_validate_json(line) for line in
                                      out.with_name("answers.traces.jsonl").read_text().splitlines())}
-    assert len(answers) == 2 and len(traces) == 2
+    assert len(answers) == 1 and len(traces) == 1
     with np.load(small_index / FILE) as z:
         topics, part_of, part_names = z["labels"], z["parts"], [str(n) for n in z["part_names"]]
     ids = Index.open(small_index, load_config(cfg)).passage_ids
