@@ -16,13 +16,15 @@ def pipeline(small_index, llm_test_config):
 
 @pytest.fixture(scope="module")
 def outcomes(pipeline, small_corpus):
-    questions = [Question(id=q["id"], question=q["question"]) for q in small_corpus[2]]
+    """Two single- and two multi-document questions of the small corpus (of its 3 + 3: each LLM
+    rewrite or decomposition costs seconds)."""
+    questions = [Question(id=q["id"], question=q["question"]) for q in small_corpus[2][:2] + small_corpus[2][3:5]]
     return pipeline.answer(questions)
 
 
 def test_every_question_gets_a_schema_valid_liverag_answer(outcomes, small_corpus):
     corpus_ids = {json.loads(line)["id"] for line in open(small_corpus[0])}
-    assert len(outcomes) == 6
+    assert len(outcomes) == 4
     for o in outcomes:
         assert o.failure is None, o.failure
         answer = LiveRAGAnswer.model_validate(o.answer.model_dump())  # extra fields forbidden
@@ -56,7 +58,7 @@ def test_retrieval_quality_on_smoke_subset(outcomes, small_corpus):
     """Real behaviour: with rerank + hybrid retrieval, most questions have a gold doc in the context."""
     gold = {q["id"]: set(q["gold_doc_ids"]) for q in small_corpus[2]}
     hits = sum(bool({p.doc_IDs[0] for p in o.answer.passages} & gold[o.question.id]) for o in outcomes)
-    assert hits >= 4
+    assert hits >= len(outcomes) - 1
 
 
 def test_reranker_orders_relevant_passage_first(pipeline):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -14,18 +15,43 @@ from preqrag.shards import build_shard, merge_shards, parse_shard
 
 
 @pytest.fixture(scope="module")
-def merged(small_corpus, test_config, tmp_path_factory):
+def shard_config():
+    """The test settings with the WordLlama embedder: the shards and their one-shot reference encode
+    the small corpus twice more, in a second instead of ~10 s with the default encoder (whose
+    sharded build is compared with its one-shot build in tests/test_ray.py)."""
+    from _bench import unavailable
+    from conftest import TEST_OVERRIDES
+    from preqrag.config import load_config
+
+    if importlib.util.find_spec("wordllama") is None:
+        unavailable('the shard tests\' embedder needs wordllama: pip install "wordllama==0.4.0.post1"')
+    return load_config(None, {**TEST_OVERRIDES, "embedder": {"name": "wordllama"}})
+
+
+@pytest.fixture(scope="module")
+def one_shot(small_corpus, shard_config, tmp_path_factory):
+    """The small corpus indexed in one build with :func:`shard_config`."""
+    from preqrag.index import build_index
+
+    out = tmp_path_factory.mktemp("one_shot") / "index"
+    build_index(small_corpus[0], out, shard_config)
+    return out
+
+
+@pytest.fixture(scope="module")
+def merged(small_corpus, shard_config, tmp_path_factory):
     d = tmp_path_factory.mktemp("shards")
     dirs = []
     for i in range(3):
-        m = build_shard(small_corpus[0], d / f"s{i}", test_config, i, 3)
+        m = build_shard(small_corpus[0], d / f"s{i}", shard_config, i, 3)
         assert m["shard"] == [i, 3] and m["n_passages"] > 0
         dirs.append(d / f"s{i}")
-    manifest = merge_shards(list(reversed(dirs)), d / "index", test_config)  # any order
+    manifest = merge_shards(list(reversed(dirs)), d / "index", shard_config)  # any order
     return d / "index", dirs, manifest
 
 
-def test_merged_index_equals_one_shot_build(merged, small_index, small_corpus, test_config):
+def test_merged_index_equals_one_shot_build(merged, one_shot, small_corpus, shard_config):
+    small_index, test_config = one_shot, shard_config
     out, _, manifest = merged
     one = json.loads((small_index / "manifest.json").read_text())
     assert manifest["shards"] == 3 and manifest["n_passages"] == one["n_passages"]
@@ -42,16 +68,16 @@ def test_merged_index_equals_one_shot_build(merged, small_index, small_corpus, t
         assert same_top(ra, rb, tol) and (tol > 1e-5 or ra.ids == rb.ids)
 
 
-def test_per_shard_bm25_would_differ(merged, small_index, small_corpus, test_config, tmp_path):
+def test_per_shard_bm25_would_differ(merged, one_shot, small_corpus, shard_config, tmp_path):
     """The reason for merging BM25 globally: an index of one shard's passages scores the same
     passage differently (other document frequencies and mean length)."""
     from preqrag.retrieval.bm25 import BM25Retriever, build_bm25
 
     _, dirs, _ = merged
     t = pq.read_table(dirs[0] / "passages.parquet").to_pydict()
-    build_bm25(t["text"], test_config.bm25, tmp_path / "bm25")
-    local = BM25Retriever(tmp_path / "bm25", t["id"], test_config.bm25)
-    full = Index.open(small_index, test_config).sparse
+    build_bm25(t["text"], shard_config.bm25, tmp_path / "bm25")
+    local = BM25Retriever(tmp_path / "bm25", t["id"], shard_config.bm25)
+    full = Index.open(one_shot, shard_config).sparse
     q = small_corpus[2][0]["question"]
     lr, fr = local.search([q], 5)[0], full.search([q], 200)[0]
     common = [pid for pid in lr.ids if pid in fr.ids]
@@ -59,7 +85,8 @@ def test_per_shard_bm25_would_differ(merged, small_index, small_corpus, test_con
     assert any(abs(lr.scores[lr.ids.index(p)] - fr.scores[fr.ids.index(p)]) > 1e-6 for p in common)
 
 
-def test_merge_refuses_incomplete_or_mixed_sets(merged, small_corpus, test_config, tmp_path):
+def test_merge_refuses_incomplete_or_mixed_sets(merged, small_corpus, shard_config, tmp_path):
+    test_config = shard_config
     _, dirs, _ = merged
     with pytest.raises(ValueError, match="2/3 missing"):
         merge_shards(dirs[:2], tmp_path / "a", test_config)
