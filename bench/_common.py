@@ -117,7 +117,7 @@ def corpus_head(corpus, n_docs: int, out):
 
 
 PLACEHOLDERS = {"--index": "IDX", "--contexts": "CTX.jsonl", "--source": "IDX", "--cache-dir": "CACHE", "--config": "CONFIG", "--workdir": "WORK", "--work": "WORK",
-                "--record-build": "M.json", "--time-log": "T.log"}
+                "--record-build": "M.json", "--time-log": "T.log", "--answers": "ANSWERS.jsonl"}
 """Options whose machine paths are written as placeholders in the recorded command."""
 
 

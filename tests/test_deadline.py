@@ -309,14 +309,14 @@ def test_call_deadline_stops_waiting_for_the_llm():
 
 
 # ---------------------------------------------------------------------------------- for real
-BUDGET_S = 20
+BUDGET_S = 14
 """The deadline of the real run, in seconds from the command's start (model loading included: a
 second or two in-process, where the models' libraries are already imported)."""
 
-DELAY_S = 10.0
+DELAY_S = 7.0
 """Seconds the proxy holds each LLM request. The full pipeline of the test below (the ``hybrid``
 preset) makes one LLM call per question, 2 at a time: the 6 questions need at least
-6 / 2 x 10 = 30 s, 1.5 times the budget, and the first batch of 3 alone 2 x 10 s, the whole
+6 / 2 x 7 = 21 s, 1.5 times the budget, and the first batch of 3 alone 2 x 7 s, the whole
 budget, so it cannot finish at the full pipeline before its cut-off."""
 
 

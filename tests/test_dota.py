@@ -333,7 +333,7 @@ def test_generator_caps_words_and_returns_llm_errors():
 
 
 # ---------------------------------------------------------------- configuration checks, end to end
-def test_preset_settings_and_routing_needs_dense_only(small_index):
+def test_preset_settings_and_routing_needs_dense_retrieval(small_index):
     from preqrag.pipeline import Pipeline
 
     cfg = load_config(None, pipeline="dota")
@@ -341,9 +341,29 @@ def test_preset_settings_and_routing_needs_dense_only(small_index):
     assert cfg.retrieval.dense_top_k == 100 and cfg.rerank.chain == ["bm25-prune", "cross-encoder"]
     assert cfg.dota.prune_keep == 20 and cfg.reranker.depth == 20 and cfg.generator.context_top_k == 10
     assert cfg.dota.route_votes == 4 and cfg.dota.route_top_n == 2 and cfg.dota.route_temperature > 0
-    bad = load_config(None, {"retrieval": {"use_sparse": True}}, pipeline="dota")
-    with pytest.raises(ValueError, match="use_sparse"):
-        Pipeline.from_config(small_index, bad, llm=ScriptedLLM(lambda m, t, s: ""))
+    no_dense = load_config(None, {"retrieval": {"use_dense": False}}, pipeline="dota")
+    with pytest.raises(ValueError, match="dense retrieval"):
+        Pipeline.from_config(small_index, no_dense, llm=ScriptedLLM(lambda m, t, s: ""))
+
+
+def test_routed_hybrid_restricts_bm25_and_dense_to_the_chosen_parts(small_index, small_corpus):
+    """``retrieval.use_sparse = true`` with routing (a deviation from the paper's dense-only first
+    stage): the plan's namespace filter restricts the BM25 list as well as the dense one."""
+    from preqrag.pipeline import Pipeline
+    from preqrag.records import Question
+
+    cfg = load_config(None, {**TEST_OVERRIDES, "retrieval": {"use_sparse": True}}, pipeline="dota")
+    llm = ScriptedLLM(lambda m, t, s: vote("Health") if _is_route(m) else rewritten(m[-1]["content"].split("\n")[-1]))
+    pipeline = Pipeline.from_config(small_index, cfg, llm=llm)
+    q = small_corpus[2][3]
+    (trace,) = pipeline.retrieve([Question(id=q["id"], question=q["question"])])
+    parts = trace.plan.sub_queries[0].filters["namespace"]
+    with np.load(small_index / FILE) as z:
+        part_of, part_names = z["parts"], [str(n) for n in z["part_names"]]
+    allowed = {pid for pid, p in zip(pipeline.index.passage_ids, part_of) if part_names[int(p)] in parts}
+    sparse, dense = trace.rankings["sparse"][0].ids, trace.rankings["dense"][0].ids
+    assert sparse and dense and set(sparse) | set(dense) <= allowed
+    assert len(allowed) < len(pipeline.index.passage_ids)  # the routing did leave passages out
 
 
 def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from .components import Context, register
 from .config import ConfigError, GeneratorConfig
 from .selection import select_sentences
-from .text import approx_tokens, truncate_tokens, truncate_words  # noqa: F401  (re-exported)
+from .text import approx_tokens, llm_window, token_counter, truncate_tokens, truncate_words  # noqa: F401  (re-exported)
 from .stages import LLM, Generated, LLMError
 
 CHAT_TEMPLATE_MARGIN = 32
@@ -172,8 +172,8 @@ class LLMGenerator:
     def generate(self, questions: list[str], contexts: list[list[str]],
                  extras: list[dict] | None = None) -> list[Generated]:
         llm = self.llm
-        count = getattr(llm, "count_tokens", None) or approx_tokens
-        window = int(getattr(llm, "context_window", None) or 4096)
+        count = token_counter(llm)
+        window = llm_window(llm)
         selected: list[tuple[list[str], list[str]]] = [
             select_sentences(q, c, max_tokens=self.cfg.context_tokens, count=count, scorer=self._score)
             if self.cfg.context_tokens

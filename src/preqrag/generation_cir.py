@@ -34,7 +34,8 @@ from .answering import answer_options, degenerate
 from .config import GeneratorConfig, register_table
 from .config import Section as _Section
 from .components import Context, register
-from .generation import Generated, approx_tokens, fit_prompt, truncate_words
+from .generation import Generated, fit_prompt, truncate_words
+from .text import llm_window, token_counter
 from .llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
 from .stages import LLM, LLMError
 
@@ -338,8 +339,8 @@ class CIRGenerator:
     def generate(self, questions: list[str], contexts: list[list[str]],
                  extras: list[dict] | None = None) -> list[Generated]:
         llm = self.llm
-        count = getattr(llm, "count_tokens", None) or approx_tokens
-        window = int(getattr(llm, "context_window", None) or 4096)
+        count = token_counter(llm)
+        window = llm_window(llm)
         chosen = [self._expertise(extras[i] if extras else None) for i in range(len(questions))]
         fitted = []
         for q, c, (pid, _) in zip(questions, contexts, chosen):

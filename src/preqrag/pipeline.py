@@ -88,15 +88,6 @@ class Outcome:
     failure: Failure | None = None
 
 
-def load_rerank_chain(ctx: Context) -> list[RerankStep]:
-    """The steps named in ``[rerank] chain``, in order (steps that are off are left out).
-
-    Raises:
-        ValueError: an unknown step name (the message lists the valid ones).
-    """
-    return [step for _, step in _named_chain(ctx)]
-
-
 def _named_chain(ctx: Context, reuse: list[tuple[str, RerankStep]] | None = None,
                  unchanged: Callable[[str], bool] | None = None) -> list[tuple[str, RerankStep]]:
     """``(name, step)`` of ``[rerank] chain`` (steps that are off left out); a step in ``reuse``

@@ -113,8 +113,8 @@ def build_rewriter(ctx: Context) -> DotaRewriter:
 
     Raises:
         ValueError: routing is on (``dota.route``) but the pipeline cannot apply it: no dense
-            index, dense retrieval off, or BM25 retrieval on (the filters restrict dense
-            retrieval only, DoTA-RAG's first stage, §2.3; set ``retrieval.use_sparse = false``).
+            index or dense retrieval off. With ``retrieval.use_sparse = true`` (not the paper's
+            dense-only first stage, §2.3) the same filter restricts BM25 too: a routed hybrid.
     """
     cfg = ctx.cfg
     if cfg.dota.route:
@@ -124,9 +124,6 @@ def build_rewriter(ctx: Context) -> DotaRewriter:
         if ctx.index.dense is None or not cfg.retrieval.use_dense:
             raise ValueError("dota.route needs dense retrieval (a dense index and retrieval.use_dense = true); "
                              "or set dota.route = false")
-        if cfg.retrieval.use_sparse:
-            raise ValueError("dota.route restricts dense retrieval only (DoTA-RAG §2.3: dense first stage); "
-                             "set retrieval.use_sparse = false, or dota.route = false")
         if cfg.dota.route_bm25_depth and ctx.index.sparse is None:
             raise ValueError("dota.route_bm25_depth uses the index's BM25 index, which this index lacks; "
                              "set dota.route_bm25_depth = 0")

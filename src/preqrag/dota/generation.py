@@ -21,7 +21,8 @@ from __future__ import annotations
 from ..answering import answer_options, repair_answer
 from ..config import GeneratorConfig
 from .settings import DotaConfig
-from ..generation import CHAT_TEMPLATE_MARGIN, Generated, approx_tokens, truncate_tokens, truncate_words
+from ..generation import CHAT_TEMPLATE_MARGIN, Generated, truncate_tokens, truncate_words
+from ..text import llm_window, token_counter
 from ..stages import LLM, LLMError
 
 PROMPT = """You are a helpful assistant.
@@ -106,8 +107,8 @@ class DotaGenerator:
     def generate(self, questions: list[str], contexts: list[list[str]],
                  extras: list[dict] | None = None) -> list[Generated]:
         llm = self.llm
-        count = getattr(llm, "count_tokens", None) or approx_tokens
-        window = int(getattr(llm, "context_window", None) or 4096)
+        count = token_counter(llm)
+        window = llm_window(llm)
         room = window - self.cfg.max_new_tokens - CHAT_TEMPLATE_MARGIN
         fitted = [aggregate(q, c, count=count, budget=self.dota.context_tokens, room=room)
                   for q, c in zip(questions, contexts)]

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import resource
 import time
@@ -234,8 +233,3 @@ def cross_validate(questions: Sequence[Question], traces: dict[str, Trace], para
         learned.update(learned_doc_rankings(ranker, [questions[i] for i in test_idx], traces))
     return {"folds": k, "baseline": doc_metrics(baseline_doc_rankings(questions, traces), questions),
             "learned": doc_metrics(learned, questions)}
-
-
-def question_set_sha256(questions: Sequence[Question]) -> str:
-    """SHA-256 of the sorted question keys (names a training set)."""
-    return hashlib.sha256("\n".join(sorted(q.key for q in questions)).encode("utf-8")).hexdigest()
