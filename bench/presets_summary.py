@@ -44,10 +44,11 @@ def summary(rows: list[dict]) -> list[str]:
         if r.get("multi_recall@10") is None:
             continue  # classifier-only rows
         key = (r["name"], r.get("llm"), _index(r.get("label", "")))
-        if key not in best or r["n_questions"] > best[key]["n_questions"]:
+        # the largest head; of equal heads the later row (the JSON is in measurement order)
+        if key not in best or r["n_questions"] >= best[key]["n_questions"]:
             best[key] = r
         if r.get("answer_token_f1") is not None and (key not in answers
-                                                     or r["n_questions"] > answers[key]["n_questions"]):
+                                                     or r["n_questions"] >= answers[key]["n_questions"]):
             answers[key] = r
     ret = [{"preset": f"`{k[0]}`", "LLM": _short(k[1]), "index": k[2], "q": r["n_questions"],
             "single hit@1": _f(r.get("single_hit@1")), "single hit@10": _f(r.get("single_hit@10")),
@@ -58,9 +59,11 @@ def summary(rows: list[dict]) -> list[str]:
             "context hit": _f(r.get("context_hit")), "token F1": _f(r.get("answer_token_f1")),
             "ROUGE-L": _f(r.get("answer_rougeL")), "s/question": _f(r.get("seconds_per_question"), 2)}
            for k, r in sorted(answers.items(), key=lambda kv: (kv[0][2], kv[0][0], str(kv[0][1])))]
-    return (["Retrieval (final ranking, document level), the largest head measured per preset, LLM and index:", ""]
+    return (["Retrieval (final ranking, document level), the largest head measured per preset, LLM and index "
+             "(the latest of equal heads):", ""]
             + md_table(ret, list(ret[0]) if ret else [])
-            + ["", "Answers (token F1 and ROUGE-L against the dev reference answers), the largest head answered:", ""]
+            + ["", "Answers (token F1 and ROUGE-L against the dev reference answers), the largest head answered "
+               "(the latest of equal heads):", ""]
             + md_table(ans, list(ans[0]) if ans else []))
 
 

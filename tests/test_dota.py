@@ -337,7 +337,8 @@ def test_preset_settings_and_routing_needs_dense_retrieval(small_index):
     from preqrag.pipeline import Pipeline
 
     cfg = load_config(None, pipeline="dota")
-    assert cfg.rewriter.name == "dota" and cfg.generator.name == "dota" and not cfg.retrieval.use_sparse
+    assert cfg.rewriter.name == "dota" and cfg.generator.name == "dota"
+    assert cfg.retrieval.use_sparse  # routed hybrid: BM25 inside the routed parts too (a deviation from §2.3)
     assert cfg.retrieval.dense_top_k == 100 and cfg.rerank.chain == ["bm25-prune", "cross-encoder"]
     assert cfg.dota.prune_keep == 20 and cfg.reranker.depth == 20 and cfg.generator.context_top_k == 10
     assert cfg.dota.route_votes == 4 and cfg.dota.route_top_n == 2 and cfg.dota.route_temperature > 0
@@ -347,12 +348,13 @@ def test_preset_settings_and_routing_needs_dense_retrieval(small_index):
 
 
 def test_routed_hybrid_restricts_bm25_and_dense_to_the_chosen_parts(small_index, small_corpus):
-    """``retrieval.use_sparse = true`` with routing (a deviation from the paper's dense-only first
-    stage): the plan's namespace filter restricts the BM25 list as well as the dense one."""
+    """The preset's ``retrieval.use_sparse = true`` with routing (a deviation from the paper's
+    dense-only first stage): the plan's namespace filter restricts the BM25 list as well as the
+    dense one."""
     from preqrag.pipeline import Pipeline
     from preqrag.records import Question
 
-    cfg = load_config(None, {**TEST_OVERRIDES, "retrieval": {"use_sparse": True}}, pipeline="dota")
+    cfg = load_config(None, TEST_OVERRIDES, pipeline="dota")
     llm = ScriptedLLM(lambda m, t, s: vote("Health") if _is_route(m) else rewritten(m[-1]["content"].split("\n")[-1]))
     pipeline = Pipeline.from_config(small_index, cfg, llm=llm)
     q = small_corpus[2][3]
@@ -395,11 +397,12 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
         assert a.final_prompt.startswith("You are a helpful assistant.\n\nContext:\n")
         assert a.final_prompt.endswith(f"\n\nQuestion:\n{a.question}")
         assert 1 <= len(a.passages) <= 10 and len(a.answer.split()) <= 300
-        assert set(t.rankings) == {"dense", "merged", "pruned", "reranked", "final"}
+        assert set(t.rankings) == {"sparse", "dense", "merged", "pruned", "reranked", "final"}
         assert all(len(r) <= 100 for r in t.rankings["dense"])
         assert all(len(r) <= 20 for r in t.rankings["pruned"] + t.rankings["reranked"])
         assert t.context_ids == t.rankings["final"][0].ids[:10]
-        assert set(t.seconds) >= {"classify", "rewrite", "dense", "fusion", "bm25-prune", "rerank", "generate"}
+        assert set(t.seconds) >= {"classify", "rewrite", "sparse", "dense", "fusion", "bm25-prune", "rerank",
+                                  "generate"}
         assert t.plan.rewriter == "dota" and len(t.plan.sub_queries) == 1
         assert all(f.split(":")[0].split(" vote")[0] in {"rewrite", "route", "classify", "dense", "generate"} for f in t.fallbacks)
         # the votes are constrained to the 24 names: they parse (no 'no valid vote' fallback)
@@ -412,9 +415,10 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
         sizes = np.bincount(part_of, minlength=len(part_names)) / len(part_of)
         assert 0 < routing.fraction <= max(0.15, sizes.max()) + 1e-6  # route_budget, or the one best part
         unfiltered = [f for f in t.fallbacks if f.startswith("dense: no passage matches filters")]
-        if not unfiltered:  # the dense candidates come from the routed parts only
+        if not unfiltered:  # the BM25 and dense candidates come from the routed parts only
             allowed = {part_names.index(n) for n in parts}
-            assert all(int(part_of[row[pid]]) in allowed for pid in t.rankings["dense"][0].ids)
+            assert all(int(part_of[row[pid]]) in allowed
+                       for key in ("sparse", "dense") for pid in t.rankings[key][0].ids)
 
 
 def test_choose_parts_fills_the_budget_best_first():

@@ -46,7 +46,7 @@ PRESETS: dict[str, dict] = {
             "generator": {"name": "cir", "context_top_k": 20, "max_new_tokens": 512},
             "cir": {"prompt": "P.1", "use_question_expertise": True},
             "run": {"use_given_candidates": True}},
-    "dota": {"rewriter": {"name": "dota"}, "retrieval": {"use_sparse": False, "dense_top_k": 100},
+    "dota": {"rewriter": {"name": "dota"}, "retrieval": {"use_sparse": True, "dense_top_k": 100},
              "rerank": {"chain": ["bm25-prune", "cross-encoder"]}, "reranker": {"depth": 20},
              "generator": {"name": "dota", "context_top_k": 10, "max_new_tokens": 400, "max_words": 300},
              "dota": {"route": True, "route_votes": 4, "route_top_n": 2, "prune_keep": 20,
