@@ -402,14 +402,19 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
 @app.command("config")
 def show_config(config: Optional[Path] = ConfigOpt,
                 pipeline: Optional[str] = typer.Option(None, "--pipeline", "-p", help=(
-                    "A preset (preqrag.presets): print its settings, with the file's on top."))):
+                    "A preset (preqrag.presets): print its settings, with the file's on top.")),
+                markdown: bool = typer.Option(False, "--markdown", help=(
+                    "Print the configuration reference page (docs/configuration-reference.md) instead: "
+                    "every table's settings with defaults and descriptions; with --config/-p, their values."))):
     """Print the configuration (defaults, a preset's, or a file's values) as documented TOML."""
+    from .config import config_reference
+
     try:
-        cfg = load_config(config, pipeline=pipeline)
+        cfg = load_config(config, pipeline=pipeline) if (config or pipeline or not markdown) else None
     except ConfigError as e:
         err.print(f"[red]config error:[/red] {e}")
         raise typer.Exit(2)
-    typer.echo(dump_config(cfg))
+    typer.echo(config_reference(cfg) if markdown else dump_config(cfg))
 
 
 def _register_sub_commands() -> None:

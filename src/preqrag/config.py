@@ -671,6 +671,40 @@ def dump_config(cfg: PipelineConfig) -> str:
     return "\n".join(lines)
 
 
+def config_reference(cfg: PipelineConfig | None = None) -> str:
+    """The configuration reference as a Markdown page: per table, each setting with its default
+    (TOML) and its description, from the same validated models as :func:`dump_config` (so the page
+    docs/configuration-reference.md, written by ``preqrag config --markdown``, cannot drift; a test
+    compares them). ``cfg`` defaults to the shipped defaults, whatever ``$PREQRAG_LLM_MODEL`` says."""
+    if cfg is None:
+        cfg = load_config(None, {"llm": {"model": DEFAULT_LLM}})
+
+    def cell(text: str) -> str:
+        return " ".join(str(text).split()).replace("|", "\\|")
+
+    out = ["# Configuration reference", "",
+           "Every setting of a `preqrag.toml` file with its default, generated from the validated configuration "
+           "models by `preqrag config --markdown` (`preqrag config` prints the same as a TOML file; "
+           "`preqrag config -p PRESET` shows what a preset changes). Unknown tables or keys are refused, naming "
+           "the file, the table and the key. See [Configuration](configuration.md) for how files, presets and "
+           "overrides combine.", ""]
+    for name in ("pipeline", "imports"):
+        field = PipelineConfig.model_fields[name]
+        out += [f"`{name} = {_toml_value(getattr(cfg, name))}`: {cell(field.description or '')}", ""]
+    for section, model in cfg:
+        if not isinstance(model, BaseModel):
+            continue
+        doc = cell((type(model).__doc__ or "").strip().split("\n\n")[0])
+        out += [f"## [{section}]", ""] + ([doc, ""] if doc else [])
+        out += ["| setting | default | description |", "|---|---|---|"]
+        for key, field in type(model).model_fields.items():
+            value = getattr(model, key)
+            shown = "(unset)" if value is None else f"`{_toml_value(value)}`"
+            out.append(f"| `{key}` | {cell(shown)} | {cell(field.description or '')} |")
+        out.append("")
+    return "\n".join(out)
+
+
 def _toml_value(v) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_toml_value(x) for x in v) + "]"
