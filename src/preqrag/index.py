@@ -33,6 +33,7 @@ from .chunking import Chunker
 from .config import PipelineConfig
 from .encoders import load_encoder
 from .io import atomic_write_text, corpus_files, iter_corpus
+from .model_install import sha256_file
 from .passages import PassageStore, write_store
 from .records import Passage
 from .retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts
@@ -56,11 +57,7 @@ def file_sha256(path: str | Path) -> str:
 
         lines = "".join(f"{f.relative_to(path).as_posix()}\t{file_sha256(f)}\n" for f in corpus_files(path))
         return hashlib.sha256(lines.encode("utf-8")).hexdigest()
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
+    return sha256_file(path)  # the one file hasher (models, corpora, index files)
 
 
 def _save_shard(path: Path, embeddings: np.ndarray) -> None:
