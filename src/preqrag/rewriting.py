@@ -25,6 +25,7 @@ from .config import RewriterConfig
 from .records import QueryPlan, QuestionType, SubQuery
 from .llm.structured import chars_for, chat_grouped, json_field, string_field, string_list_field
 from .stages import LLM, LLMError
+from .text import content_words
 
 SPARSE_PROMPT = """Rewrite the question as a short web search query for a keyword search engine.
 Fix spelling mistakes, keep the important keywords, drop filler words.
@@ -83,16 +84,10 @@ _PREFIX = re.compile(r"^\s*(?:query|rewritten(?: question)?|search query|questio
 _NUMBERED = re.compile(r"^\s*(?:sub-?question\s*)?(\d+)\s*[.):-]\s*(.+?)\s*$", re.I)
 
 
-def _content_words(text: str) -> set[str]:
-    from bm25s.stopwords import STOPWORDS_EN
-
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) > 2 and w not in STOPWORDS_EN}
-
-
 def _unrelated(candidate: str, question: str) -> bool:
     """True when ``candidate`` shares no content word with ``question`` (e.g. a small model
     copying the prompt's demonstration instead of rewriting the question)."""
-    return not (_content_words(candidate) & _content_words(question))
+    return not (content_words(candidate, stem=False) & content_words(question, stem=False))
 
 
 def _clean_line(text: str) -> str:

@@ -87,13 +87,16 @@ def _pysbd():
 _STEMMER = None
 
 
-def content_words(text: str) -> set[str]:
-    """Stems (Snowball English, PyStemmer: the stemmer BM25 uses) of the lower-cased
-    alphanumeric words longer than 2 characters that are not English stopwords (bm25s' list),
-    so that "reef" and "reefs" count as the same word."""
+def content_words(text: str, stem: bool = True) -> set[str]:
+    """The lower-cased alphanumeric words longer than 2 characters that are not English stopwords
+    (bm25s' list); with ``stem`` (default) their stems (Snowball English, PyStemmer: the stemmer
+    BM25 uses), so that "reef" and "reefs" count as the same word. ``stem=False`` keeps the
+    words as written (the rewrite checks compare them for typos, where a stem would hide them)."""
     global _STEMMER
     from bm25s.stopwords import STOPWORDS_EN
 
+    if not stem:
+        return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS_EN}
     if _STEMMER is None:
         import Stemmer
 

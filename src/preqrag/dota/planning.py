@@ -41,7 +41,8 @@ from collections import Counter
 
 from .settings import DotaConfig
 from ..records import QueryPlan, QuestionType, SubQuery
-from ..rewriting import _clean_line, _content_words
+from ..rewriting import _clean_line
+from ..text import content_words
 from ..llm.structured import CHARS_PER_TOKEN, chars_for, json_field, parse_json, string_field
 from ..stages import LLM, LLMError
 from .topics import FACET, TOPIC_NAMES
@@ -216,8 +217,8 @@ def parse_typo_rewrite(reply: str, question: str, max_length_ratio: float) -> tu
         return None, "unparsable"
     if len(rewrite.split()) > max(30, max_length_ratio * len(question.split())):
         return None, "too long"
-    qwords = _content_words(question)
-    if not any(_similar_word(w, qwords) for w in _content_words(rewrite)):
+    qwords = content_words(question, stem=False)
+    if not any(_similar_word(w, qwords) for w in content_words(rewrite, stem=False)):
         return None, "unrelated"
     return rewrite, None
 
