@@ -691,9 +691,10 @@ def config_reference(cfg: PipelineConfig | None = None) -> str:
     for name in ("pipeline", "imports"):
         field = PipelineConfig.model_fields[name]
         out += [f"`{name} = {_toml_value(getattr(cfg, name))}`: {cell(field.description or '')}", ""]
-    for section, model in cfg:
-        if not isinstance(model, BaseModel):
-            continue
+    core = list(PipelineConfig.model_fields)  # the core tables in their order, then the systems' by name
+    sections = sorted(((k, m) for k, m in cfg if isinstance(m, BaseModel)),
+                      key=lambda km: (km[0] not in core, core.index(km[0]) if km[0] in core else 0, km[0]))
+    for section, model in sections:
         doc = cell((type(model).__doc__ or "").strip().split("\n\n")[0])
         out += [f"## [{section}]", ""] + ([doc, ""] if doc else [])
         out += ["| setting | default | description |", "|---|---|---|"]
