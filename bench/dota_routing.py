@@ -61,6 +61,7 @@ def main() -> None:
     from preqrag.dota import load_topics
     from preqrag.dota.topics import FACET, PART_FACET, TOPIC_NAMES, topic_text
     from preqrag.index import Index
+    from preqrag.io import atomic_write_text
     from preqrag.llm import load_llm
 
     cfg = load_config(args.config, pipeline="dota")
@@ -95,9 +96,10 @@ def main() -> None:
 
             plans = rewriter.route_plans([QueryPlan(question_type="single", rewriter="dota",
                                                     sub_queries=[SubQuery(text=t, sparse=t, dense=t)]) for t in texts])
-        for i in range(0, len(texts) if not plans else 0, cfg.run.batch_size):
-            batch = texts[i:i + cfg.run.batch_size]
-            plans += rewriter.plan(batch, ["single"] * len(batch))
+        else:
+            for i in range(0, len(texts), cfg.run.batch_size):
+                batch = texts[i:i + cfg.run.batch_size]
+                plans += rewriter.plan(batch, ["single"] * len(batch))
         filters = [p.sub_queries[0].filters for p in plans]
         queries = [p.sub_queries[0].dense for p in plans]
         fallbacks = sum(any(f.startswith("route: no valid vote") for f in p.fallbacks) for p in plans)
@@ -117,10 +119,10 @@ def main() -> None:
     rows_of_doc: dict[str, list[int]] = {}
     for i, pid in enumerate(index.passage_ids):
         rows_of_doc.setdefault(index.passages[pid].doc_id, []).append(i)
-    gold_in = [np.mean([m is None or bool(m[rows_of_doc.get(g, [])].any()) for g in q["gold_doc_ids"]])
-               for q, m in zip(qs, masks)]
-    all_gold_in = [all(m is None or bool(m[rows_of_doc.get(g, [])].any()) for g in q["gold_doc_ids"])
-                   for q, m in zip(qs, masks)]
+    inside = [[m is None or bool(m[rows_of_doc.get(g, [])].any()) for g in q["gold_doc_ids"]]
+              for q, m in zip(qs, masks)]  # per question: is each gold document in the searched rows
+    gold_in = [np.mean(x) for x in inside]
+    all_gold_in = [all(x) for x in inside]
 
     vectors = index.encoder.encode(queries, is_query=True)
 
@@ -170,7 +172,7 @@ def main() -> None:
     key = ("router", "index", "questions", "n_questions", "llm", "route_budget")
     data["rows"] = [r for r in data["rows"] if tuple(r.get(k) for k in key) != tuple(row.get(k) for k in key)] + [row]
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(data, indent=2) + "\n")
+    atomic_write_text(args.out, json.dumps(data, indent=2) + "\n")
     md = ["# DoTA-RAG namespace routing: search space and recall", "",
           "Written by bench/dota_routing.py (see its docstring). Fraction searched: passages in the routed "
           "namespaces / all passages (1.0 when no vote parsed).", "",
@@ -191,7 +193,7 @@ def main() -> None:
                   f"{r['dense_search_ms_routed']:.2f} / {r['dense_search_ms_unrouted']:.2f} | "
                   f"{r['route_seconds_per_question']} | `{r['command']}` |")
     md += ["", f"Machine: {describe(machine())}."]
-    args.out.with_suffix(".md").write_text("\n".join(md) + "\n")
+    atomic_write_text(args.out.with_suffix(".md"), "\n".join(md) + "\n")
     print(json.dumps({k: v for k, v in row.items() if k not in ("passages_per_topic", "machine")}, indent=2))
 
 

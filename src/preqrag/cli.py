@@ -406,11 +406,15 @@ def show_config(config: Optional[Path] = ConfigOpt,
                 markdown: bool = typer.Option(False, "--markdown", help=(
                     "Print the configuration reference page (docs/configuration-reference.md) instead: "
                     "every table's settings with defaults and descriptions; with --config/-p, their values."))):
-    """Print the configuration (defaults, a preset's, or a file's values) as documented TOML."""
+    """Print the configuration (defaults, a preset's, or a file's values) as documented TOML, or
+    with --markdown as the reference page (without --config/-p: the shipped defaults)."""
     from .config import config_reference
 
+    if markdown and not (config or pipeline):
+        typer.echo(config_reference())  # the shipped defaults, whatever $PREQRAG_LLM_MODEL says
+        return
     try:
-        cfg = load_config(config, pipeline=pipeline) if (config or pipeline or not markdown) else None
+        cfg = load_config(config, pipeline=pipeline)
     except ConfigError as e:
         err.print(f"[red]config error:[/red] {e}")
         raise typer.Exit(2)

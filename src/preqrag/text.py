@@ -95,13 +95,13 @@ def content_words(text: str, stem: bool = True) -> set[str]:
     global _STEMMER
     from bm25s.stopwords import STOPWORDS_EN
 
+    words = [w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS_EN]
     if not stem:
-        return {w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS_EN}
+        return set(words)
     if _STEMMER is None:
         import Stemmer
 
         _STEMMER = Stemmer.Stemmer("english")
-    words = [w for w in _WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS_EN]
     return set(_STEMMER.stemWords(words))
 
 

@@ -6,7 +6,8 @@ Stage (paper)                              component (configuration name)
 1 query rewriting (§2.1, Fig. 3)           rewriter ``dota`` (:mod:`.planning`)
 2 namespace routing, k=4 votes (§2.2, F.4)  rewriter ``dota``: ``SubQuery.filters = {"namespace": parts}``
   namespaces = WebOrganizer topics (App. C)  :mod:`.topics` (``<index>/topics.npz``), split into parts
-3 dense k=100 in the namespaces (§2.3.1)   the dense retriever with filters (FAISS IDSelectorBitmap)
+3 dense k=100 in the namespaces (§2.3.1)   the dense retriever with filters (FAISS IDSelectorBitmap);
+                                           the preset adds BM25 with the same filter (a deviation)
   BM25 pruning to 20 (§2.3.2)              rerank step ``bm25-prune`` (:mod:`.prune`)
   rerank to 10 (§2.3.3)                    rerank step ``cross-encoder`` (``reranker.depth = 20``)
 4 context aggregation, 8k tokens (§2.4)    generator ``dota`` (:mod:`.generation`)
@@ -34,7 +35,7 @@ __all__ = ["DotaRewriter", "NamespaceRouter", "BM25PruneStep", "RoutedDotaRewrit
 
 class RoutedDotaRewriter(DotaRewriter):
     """:class:`DotaRewriter` over an index: the votes of §2.2, then the parts of the topic
-    namespaces the dense search covers.
+    namespaces the dense search (and BM25, with ``retrieval.use_sparse``) covers.
 
     Before its first plan it registers the index's topic assignment (:func:`load_topics`:
     read, or made and written, lazily) as the dense retriever's ``topic`` and ``namespace``
