@@ -40,3 +40,44 @@ def test_configuration_reference_page_is_current(monkeypatch):
     assert r.returncode == 0 and r.stdout == page, r.stderr
     r = run_cli("config", "--markdown", "-p", "dota")  # a preset's values in the same table layout
     assert r.returncode == 0 and '| `use_sparse` | `true` |' in r.stdout and '| `name` | `"dota"` |' in r.stdout
+
+
+def _results_module():
+    spec = importlib.util.spec_from_file_location("bench_results", ROOT / "bench" / "results.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_results_pages_are_current():
+    """docs/results.md and docs/results/*.md are what ``bench/results.py`` makes of docs/bench/*.json
+    now: a bench run that adds a row must regenerate them (``python bench/results.py``), and no
+    page is over 20,000 bytes."""
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "results.py"), "--check"], cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for p in [ROOT / "docs" / "results.md", *(ROOT / "docs" / "results").glob("*.md")]:
+        assert p.stat().st_size <= 20_000, f"{p.name}: {p.stat().st_size} bytes"
+
+
+def test_results_page_keeps_the_latest_row_per_configuration_and_machine():
+    """Of rows equal on the key fields and measured on one machine, the latest is the current
+    one; another machine's row stays beside it; each row names its command and machine."""
+    res = _results_module()
+    avx2 = {"cpu": "EPYC", "cores": 2, "ram_gib": 23.5, "simd": "AVX2"}
+    data = {"rows": [{"name": "hybrid", "hit@10": 0.81, "command": "python bench/presets.py --run A"},
+                     {"name": "dota", "hit@10": 0.5, "big": {"a": [1, 2]}},
+                     {"name": "hybrid", "hit@10": 0.83, "command": "python bench/presets.py --run B"},
+                     {"name": "hybrid", "hit@10": 0.9, "machine": {**avx2, "simd": "AVX-512"}}],
+            "machine": avx2, "command": "python bench/presets.py --file-level", "date": "2026-11-27T10:00Z"}
+    text = res.page("demo", data)
+    assert "## Current rows (3 of 4)" in text
+    assert "| 3 | hybrid | 0.83 |" in text and "| 1 | hybrid" not in text  # the later row of the same machine
+    assert "| 4 | hybrid | 0.9 |" in text and "| 2 | dota | 0.5 |" in text
+    assert "- row 3: `python bench/presets.py --run B`" in text
+    assert "- rows 2, 4: `python bench/presets.py --file-level`" in text  # the file's command where a row has none
+    assert "- rows 2, 3: EPYC (AVX2), 2 cores" in text and "- row 4: EPYC (AVX-512), 2 cores" in text
+    assert "Measured by `bench/presets.py`" in text
+    # a file of one record: its figures, nested names joined by dots; records as a table
+    one = res.page("one", {"command": "python bench/x.py", "setup": {"n": 3}, "by": {"a": {"f1": 0.5}, "b": {"f1": 0.25}}})
+    assert "| setup.n | 3 |" in one and "| a | 0.5 |" in one and "| b | 0.25 |" in one
