@@ -10,7 +10,7 @@ import pytest
 
 from preqrag.config import GeneratorConfig, LLMConfig, RewriterConfig
 from preqrag.dota.settings import DotaConfig
-from preqrag.generation_cir import CIRConfig
+from preqrag.cir import CIRConfig
 from preqrag.llm.cache import call_key
 from preqrag.llm.structured import (chat_grouped, grammar_text, openai_schema, response_format, string_field,
                                     unwrap_reply)
@@ -78,11 +78,11 @@ def test_every_schema_parses_with_real_smollm2(smollm2, small_index, small_corpu
     GINGER's rewrites and nugget tags and CIR's cited answer: no parse fallback with the 135M model."""
     from preqrag.classifiers.llm import LLMClassifier
     from preqrag.dota.planning import DotaRewriter
-    from preqrag.generation_cir import CIRGenerator, parse_cir_answer
+    from preqrag.cir.generator import CIRGenerator, parse_cir_answer
     from preqrag.ginger.nuggets import parse_nugget_reply
     from preqrag.ginger.rewriting import GingerRewriter
     from preqrag.index import Index
-    from preqrag.rewriting import PreQRAGRewriter
+    from preqrag.preqrag.rewriting import PreQRAGRewriter
 
     def parse_failures(fallbacks):
         return [f for f in fallbacks if "unparsable" in f or f.endswith(": empty") or "llm error" in f]
@@ -122,7 +122,7 @@ def test_every_schema_parses_with_real_smollm2(smollm2, small_index, small_corpu
 
 
 def _cir_schema(n, tokens):
-    from preqrag.generation_cir import cir_answer_schema
+    from preqrag.cir.generator import cir_answer_schema
 
     return cir_answer_schema(n, tokens)
 
@@ -158,7 +158,7 @@ def _recording_llm(url: str, monkeypatch, **cfg):
 
 def test_openai_backend_sends_response_format_to_real_llama_server(llama_server, monkeypatch):
     from preqrag.classifiers.llm import CHOICES, messages_for
-    from preqrag.rewriting import DECOMPOSE_PROMPT, decompose_schema, parse_sub_questions_reply
+    from preqrag.preqrag.rewriting import DECOMPOSE_PROMPT, decompose_schema, parse_sub_questions_reply
 
     # llama-cpp-python's server reads the json_object form (with the schema); it refuses json_schema
     llm, rec = _recording_llm(llama_server, monkeypatch, structured_output="json_object")
@@ -203,7 +203,7 @@ def test_server_refusing_response_format_is_one_clear_error(llama_server):
     stops with one UnsupportedFeature (the pipeline lets it surface) naming the setting to
     change, instead of a parse fallback on every question."""
     from preqrag.llm.openai_backend import OpenAICompatibleLLM
-    from preqrag.rewriting import PreQRAGRewriter
+    from preqrag.preqrag.rewriting import PreQRAGRewriter
 
     llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"{llama_server}/v1", model="smollm2",
                                         structured_output="json_schema", max_retries=0))

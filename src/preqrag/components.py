@@ -3,7 +3,9 @@
 Every component (built-in or a user's) is registered next to its code with
 :func:`register`::
 
-    @register("generator", "echo", reads=("echo",), settings={"echo": EchoSettings})
+    register_table("echo", EchoSettings)         # preqrag.config: the [echo] table
+
+    @register("generator", "echo", reads=("echo",))
     def build_echo(ctx: Context) -> Generator:
         return EchoGenerator(ctx.cfg.echo)
 
@@ -12,14 +14,16 @@ Every component (built-in or a user's) is registered next to its code with
 * ``reads``: the configuration tables the component's settings come from (besides the
   shared models): :meth:`preqrag.pipeline.Pipeline.derive` rebuilds the component when one of
   them changed, and reuses it otherwise;
-* ``settings``: new configuration tables (``{table: pydantic model}``) the component brings;
-  :class:`preqrag.config.PipelineConfig` validates them (unknown keys fail with the field's
-  name) and ``preqrag config`` documents them.
 
-The built-in systems register on first lookup (:data:`BUILTIN`, imported by name so that the
-registry stays below them in the layers); a user's system registers when its module is
-imported, e.g. through ``imports = ["my_system"]`` at the top of the TOML
-(:func:`preqrag.config.load_config`). No plugin entry points: a system is a module.
+A system's settings tables are registered once per table with
+:func:`preqrag.config.register_table` (several of its components read one table), and its
+presets with :func:`preqrag.presets.register_preset`.
+
+The built-in systems (:data:`preqrag.config.SYSTEMS`, one package each) and the core
+components register on first lookup (:data:`BUILTIN`, imported by name so that the registry
+stays below them in the layers); a user's system registers when its module is imported, e.g.
+through ``imports = ["my_system"]`` at the top of the TOML (:func:`preqrag.config.load_config`).
+No plugin entry points: a system is a module.
 
 A builder takes the :class:`Context` (configuration, opened index, shared LLM, model pool)
 and returns the component without loading weights (Haystack's ``__init__`` / ``warm_up``
@@ -32,9 +36,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel
 
-from .config import PipelineConfig, import_once, register_table
+from .config import SYSTEMS, PipelineConfig, import_once
 
 SLOTS: tuple[str, ...] = ("classifier", "rewriter", "retriever", "fusion", "rerank", "merge", "generator")
 """The pipeline's slots that components fill (:mod:`preqrag.pipeline`, in order)."""
@@ -46,11 +49,12 @@ FIELDS: dict[str, str] = {
 """The configuration field that names each slot's component (``rerank.chain``: a list)."""
 
 BUILTIN: tuple[str, ...] = (
-    "preqrag.classifiers", "preqrag.fusion", "preqrag.rewriting", "preqrag.generation",
-    "preqrag.answering", "preqrag.rerankers.steps", "preqrag.rerankers.mmr", "preqrag.learned.ranker",
-    "preqrag.generation_cir", "preqrag.dota", "preqrag.ginger.build")
-"""Modules that register the built-in components (PreQRAG, CIR, DoTA-RAG, GINGER, the
-baselines), imported on the first lookup."""
+    "preqrag.classifiers", "preqrag.rewriting", "preqrag.fusion", "preqrag.rerankers.steps", "preqrag.generation",
+    "preqrag.answering", "preqrag.learned.ranker", *SYSTEMS)
+"""Modules that register the built-in components: the core ones every system may use (the
+classifiers, the ``none`` rewriter, fusion, the cross-encoder step, the grounded-answer and
+extractive generators, the learned merge) and the systems' packages
+(:data:`preqrag.config.SYSTEMS`), imported on the first lookup."""
 
 
 @dataclass(frozen=True)
@@ -68,26 +72,19 @@ class Registration:
 _REGISTRY: dict[str, dict[str, Registration]] = {slot: {} for slot in SLOTS}
 
 
-def register(slot: str, name: str, *, reads: tuple[str, ...] = (),
-             settings: dict[str, type[BaseModel]] | None = None) -> Callable:
+def register(slot: str, name: str, *, reads: tuple[str, ...] = ()) -> Callable:
     """Decorator registering ``build(ctx)`` as component ``name`` of ``slot``.
 
     Args:
         slot: one of :data:`SLOTS`.
         name: the name that selects it in the slot's configuration field (:data:`FIELDS`).
         reads: configuration tables its settings come from (see the module docstring).
-        settings: new configuration tables the component brings, ``{table: model}`` (a pydantic
-            model whose fields have defaults); registered with
-            :func:`preqrag.config.register_table`.
 
     Raises:
-        ValueError: unknown slot; ``name`` already registered in ``slot`` by another module;
-            a settings table that clashes with an existing one.
+        ValueError: unknown slot; ``name`` already registered in ``slot`` by another module.
     """
     if slot not in _REGISTRY:
         raise ValueError(f"register: unknown slot {slot!r}; slots: {', '.join(SLOTS)}")
-    for table, model in (settings or {}).items():
-        register_table(table, model)
 
     def decorator(fn: Callable[["Context"], Any]) -> Callable[["Context"], Any]:
         old = _REGISTRY[slot].get(name)

@@ -348,7 +348,7 @@ class RewriterConfig(_Section):
     max_new_tokens: int = Field(256, ge=8, description=(
         "Reply budget in tokens per rewrite (a decomposition, and GINGER's rewrites, get this per item): "
         "an upper bound (a constrained reply stops when its JSON closes) with room for a query of up to 200 "
-        "characters (preqrag.rewriting.MAX_QUERY_CHARS) at one character per token, the worst case; a "
+        "characters (preqrag.preqrag.rewriting.MAX_QUERY_CHARS) at one character per token, the worst case; a "
         "smaller budget gets shorter query strings in the schema."))
 
 
@@ -472,16 +472,19 @@ class DeadlineConfig(_Section):
 
 _TABLES: dict[str, type[BaseModel]] = {}
 
-BUILTIN_TABLES: tuple[str, ...] = (
-    "preqrag.dota.settings", "preqrag.ginger.settings", "preqrag.generation_cir", "preqrag.rerankers.mmr")
-"""Modules that register the systems' own tables (``[dota]``, ``[ginger]``, ``[cir]``, ``[mmr]``),
-imported (by name: they live in higher layers) before the first configuration is validated."""
+SYSTEMS: tuple[str, ...] = ("preqrag.preqrag", "preqrag.cir", "preqrag.dota", "preqrag.ginger")
+"""The built-in systems, one package each (PreQRAG, CIR, DoTA-RAG, GINGER): its ``settings``
+module registers its tables (:func:`register_table`) and presets
+(:func:`preqrag.presets.register_preset`), and importing the package registers its components
+(:func:`preqrag.components.register`). They are imported by name (they live in higher layers)
+before the first configuration is validated. A system of your own is a module named in
+``imports = [...]`` that does the same."""
 _imported: set[str] = set()
 
 
 def import_once(modules: tuple[str, ...]) -> None:
     """Import each module of ``modules`` by name, once per process: the built-in systems register
-    their tables (:data:`BUILTIN_TABLES`) and components (:data:`preqrag.components.BUILTIN`) this
+    their tables and presets (:data:`SYSTEMS`) and components (:data:`preqrag.components.BUILTIN`) this
     way, so that the lower layers that keep the registries never import them by statement."""
     for module in modules:
         if module not in _imported:
@@ -490,7 +493,7 @@ def import_once(modules: tuple[str, ...]) -> None:
 
 
 def _ensure_tables() -> None:
-    import_once(BUILTIN_TABLES)
+    import_once(tuple(f"{system}.settings" for system in SYSTEMS))
 """Tables brought by registered components (:func:`register_table`), beside the built-in ones."""
 
 
@@ -625,6 +628,7 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None,
     if not isinstance(imports, list) or not all(isinstance(m, str) for m in imports):
         raise ConfigError(f"{where}: imports: a list of module names")
     import_modules(imports, where)
+    _ensure_tables()  # the built-in systems' presets
     name = pipeline or data.get("pipeline") or PipelineConfig.model_fields["pipeline"].default
     if not isinstance(name, str) or name not in PRESETS:
         raise ConfigError(f"{where}: pipeline: unknown preset {name!r}; presets: {', '.join(PRESETS)}")

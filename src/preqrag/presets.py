@@ -4,6 +4,11 @@ A preset is a partial configuration (tables of :class:`preqrag.config.PipelineCo
 :func:`preqrag.config.load_config` starts from it and applies the file on top, so any
 setting of a preset can be overridden. ``preqrag config --pipeline NAME`` prints one.
 
+Each system registers its presets next to its settings with :func:`register_preset` (the
+built-in ones in ``preqrag.<system>.settings``, :data:`preqrag.config.SYSTEMS`); a system of
+your own does the same in a module named by ``imports = [...]`` in the TOML. The built-in
+presets:
+
 * ``preqrag``: PreQRAG (Martinez, Riano & Fang, SIGIR 2025 LiveRAG, arXiv 2506.17493) as
   measured in docs/bench/ablation.md: learned classifier (§2.1), 2 rewrites / 2
   sub-questions replacing the question (§2.2), BM25 + dense top-100 each, round-robin
@@ -20,7 +25,7 @@ setting of a preset can be overridden. ``preqrag config --pipeline NAME`` prints
   passages (Table 1) to the P.1 expertise prompt (or the question's ``user_expertise``) with a
   cited JSON answer (§2.2). A question with its own pre-ranked ``candidates`` (a ragnarok request,
   CIR's task) is answered from the top k of them without retrieval (``run.use_given_candidates``).
-  docs/presets.md, section cir, lists the deviations.
+  docs/presets.md, section cir, lists the deviations (:mod:`preqrag.cir`).
 * ``dota``: DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571): typo-fixing
   rewrite (§2.1, Fig. 3), routing to the top-2 of 4 votes over WebOrganizer's 24 topic
   namespaces (§2.2, Fig. 4), dense top-100 inside them, BM25 pruning to 20, cross-encoder to 10
@@ -37,24 +42,30 @@ setting of a preset can be overridden. ``preqrag config --pipeline NAME`` prints
 
 from __future__ import annotations
 
-PRESETS: dict[str, dict] = {
-    "preqrag": {},
-    "preqrag-keep": {"rewriter": {"keep_original": True}},
-    "hybrid": {"rewriter": {"name": "none"}},
-    "cir": {"rewriter": {"name": "none"}, "rerank": {"chain": ["cross-encoder", "mmr"]},
-            "mmr": {"lambda_": 0.5, "similarity": "cosine", "top_j": 100, "relevance": "scores"},
-            "generator": {"name": "cir", "context_top_k": 20, "max_new_tokens": 512},
-            "cir": {"prompt": "P.1", "use_question_expertise": True},
-            "run": {"use_given_candidates": True}},
-    "dota": {"rewriter": {"name": "dota"}, "retrieval": {"use_sparse": True, "dense_top_k": 100},
-             "rerank": {"chain": ["bm25-prune", "cross-encoder"]}, "reranker": {"depth": 20},
-             "generator": {"name": "dota", "context_top_k": 10, "max_new_tokens": 400, "max_words": 300},
-             "dota": {"route": True, "route_votes": 4, "route_top_n": 2, "prune_keep": 20,
-                      "context_tokens": 8000}},
-    "ginger": {"rewriter": {"name": "ginger"}, "fusion": {"name": "rrf"},
-               "rerank": {"chain": ["cross-encoder", "pairwise"]},
-               "generator": {"name": "ginger", "context_top_k": 5, "max_words": 300},
-               "ginger": {"n_rewrites": 3, "query_mode": "fuse", "pairwise_top_k": 20, "clustering": "agglomerative",
-                          "cluster_ranking": "pairwise", "max_sentences": 5, "fluency": True}},
-}
-"""Preset name → partial configuration (table → settings)."""
+import sys
+
+PRESETS: dict[str, dict] = {}
+"""Preset name → partial configuration (table → settings), in registration order."""
+_OWNER: dict[str, str] = {}
+
+
+def register_preset(name: str, settings: dict, module: str | None = None) -> None:
+    """Register preset ``name``: ``settings`` is a partial configuration, ``{table: {key: value}}``
+    (top-level keys of a TOML file may be given as plain values), applied before the user's file.
+
+    Args:
+        name: the value of ``pipeline`` that selects it.
+        settings: the partial configuration; validated with the rest when a configuration uses it.
+        module: the registering module (default: the caller's), so that a re-import (a test's
+            reload) may register the same name again while another module may not.
+
+    Raises:
+        ValueError: ``name`` is already a preset of another module.
+    """
+    if module is None:
+        module = sys._getframe(1).f_globals.get("__name__", "?")
+    owner = _OWNER.get(name)
+    if owner is not None and owner != module:
+        raise ValueError(f"register_preset: preset {name!r} is already registered by {owner}")
+    PRESETS[name] = settings
+    _OWNER[name] = module

@@ -121,3 +121,13 @@ def cap_tokens(text: str, max_tokens: int, count) -> tuple[str, bool]:
 def llm_window(llm, default: int = 4096) -> int:
     """The LLM's context window in tokens (``context_window``), else ``default``."""
     return int(getattr(llm, "context_window", None) or default)
+
+
+_REPLY_PREFIX = re.compile(r"^\s*(?:query|rewritten(?: question)?|search query|question|answer)\s*:\s*", re.I)
+
+
+def clean_reply_line(text: str) -> str:
+    """One line of an LLM reply without a label a small model puts first ("Query:", "Rewritten
+    question:", ...) and without the quotes, backticks or asterisks around it."""
+    text = _REPLY_PREFIX.sub("", text.strip())
+    return text.strip().strip('"\'“”`* ').strip()

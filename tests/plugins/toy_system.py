@@ -1,12 +1,15 @@
 """A toy system registered from outside ``src/preqrag`` (issue 23): a retriever, a rerank step and a
-generator, with their own settings table ``[toy]``. Selected by a TOML that imports this module
-(``imports = ["toy_system"]``); no core file knows it."""
+generator, with their own settings table ``[toy]`` and a preset ``toy`` that selects them. Selected
+by a TOML that imports this module (``imports = ["toy_system"]``, ``pipeline = "toy"``); no core
+file knows it."""
 
 from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from preqrag.components import Context, register
+from preqrag.config import register_table
+from preqrag.presets import register_preset
 from preqrag.records import Ranking
 from preqrag.stages import Generated
 
@@ -70,7 +73,12 @@ class EchoGenerator:
                 for q, c in zip(questions, contexts)]
 
 
-@register("retriever", "toy-word", reads=("toy",), settings={"toy": ToySettings})
+register_table("toy", ToySettings)
+register_preset("toy", {"rewriter": {"name": "none"}, "retrieval": {"extra": ["toy-word"]},
+                        "rerank": {"chain": ["cross-encoder", "toy-shortest"]}, "generator": {"name": "toy-echo"}})
+
+
+@register("retriever", "toy-word", reads=("toy",))
 def _retriever(ctx: Context) -> WordRetriever:
     return WordRetriever(ctx.index, ctx.cfg.toy.min_word)
 

@@ -26,7 +26,7 @@ namespaces an enum of the 24 names), so with a backend that enforces it every re
 the prompts get a JSON format line appended (:data:`REWRITE_FORMAT`, :data:`ROUTE_FORMAT`; a
 deviation from Fig. 3/4, which ask for free text and ``\\boxed{}``). :func:`parse_boxed`
 still reads the paper's ``\\boxed{}`` votes. LLM output is untrusted (as in
-:mod:`preqrag.rewriting`): a rewrite that is empty, has no
+:mod:`preqrag.preqrag.rewriting`): a rewrite that is empty, has no
 letters, is too long or shares no (typo-tolerant) content word with the question is
 rejected and the question used; a vote that does not parse or names an unknown namespace
 is discarded; with no valid vote the question is searched in every
@@ -41,8 +41,7 @@ from collections import Counter
 
 from .settings import DotaConfig
 from ..records import QueryPlan, QuestionType, SubQuery
-from ..rewriting import _clean_line
-from ..text import content_words
+from ..text import clean_reply_line, content_words
 from ..llm.structured import CHARS_PER_TOKEN, chars_for, json_field, parse_json, string_field
 from ..stages import LLM, LLMError
 from .topics import FACET, TOPIC_NAMES
@@ -200,7 +199,7 @@ def _similar_word(word: str, words: set[str]) -> bool:
 
 
 def parse_typo_rewrite(reply: str, question: str, max_length_ratio: float) -> tuple[str | None, str | None]:
-    """Parse a typo-fixing rewrite with :func:`preqrag.rewriting.parse_rewrite`'s checks
+    """Parse a typo-fixing rewrite with :func:`preqrag.preqrag.rewriting.parse_rewrite`'s checks
     (first non-empty line, prefixes and quotes stripped; ``empty``, ``unparsable``, ``too
     long``: more words than ``max(30, max_length_ratio * words(question))``), except that
     ``unrelated`` tolerates typos: some content word of the rewrite must equal or closely
@@ -209,7 +208,7 @@ def parse_typo_rewrite(reply: str, question: str, max_length_ratio: float) -> tu
     Returns:
         ``(rewrite, None)`` or ``(None, reason)``.
     """
-    lines = [line for line in (_clean_line(x) for x in reply.splitlines()) if line]
+    lines = [line for line in (clean_reply_line(x) for x in reply.splitlines()) if line]
     if not lines:
         return None, "empty"
     rewrite = lines[0]

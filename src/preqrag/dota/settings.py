@@ -1,4 +1,5 @@
-"""The ``[dota]`` table: DoTA-RAG's settings (registered with :func:`preqrag.config.register_table`)."""
+"""The ``[dota]`` table: DoTA-RAG's settings (registered with :func:`preqrag.config.register_table`),
+and the preset ``dota`` (:func:`preqrag.presets.register_preset`; docs/presets.md, section dota)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from pydantic import Field
 
 from ..config import Section as _Section
 from ..config import register_table
+from ..presets import register_preset
 
 
 class DotaConfig(_Section):
@@ -55,3 +57,9 @@ class DotaConfig(_Section):
 
 
 register_table("dota", DotaConfig)
+
+register_preset("dota", {
+    "rewriter": {"name": "dota"}, "retrieval": {"use_sparse": True, "dense_top_k": 100},
+    "rerank": {"chain": ["bm25-prune", "cross-encoder"]}, "reranker": {"depth": 20},
+    "generator": {"name": "dota", "context_top_k": 10, "max_new_tokens": 400, "max_words": 300},
+    "dota": {"route": True, "route_votes": 4, "route_top_n": 2, "prune_keep": 20, "context_tokens": 8000}})

@@ -21,6 +21,7 @@ from __future__ import annotations
 from .generator import GingerGenerator
 from .pairwise import CrossEncoderPreference, DuoT5Preference, PairwiseStep, load_pair_scorer, sym_sum
 from .rewriting import GingerRewriter, parse_rewrites
+from . import build  # noqa: F401  (registers the components)
 
 __all__ = ["GingerGenerator", "GingerRewriter", "PairwiseStep", "CrossEncoderPreference", "DuoT5Preference",
            "load_pair_scorer", "parse_rewrites", "sym_sum"]

@@ -1,4 +1,5 @@
-"""The ``[ginger]`` table: GINGER's settings (registered with :func:`preqrag.config.register_table`)."""
+"""The ``[ginger]`` table: GINGER's settings (registered with :func:`preqrag.config.register_table`),
+and the preset ``ginger`` (:func:`preqrag.presets.register_preset`; docs/presets.md, section ginger)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pydantic import Field
 
 from ..config import Section as _Section
 from ..config import register_table
+from ..presets import register_preset
 
 
 class GingerConfig(_Section):
@@ -54,3 +56,9 @@ class GingerConfig(_Section):
 
 
 register_table("ginger", GingerConfig)
+
+register_preset("ginger", {
+    "rewriter": {"name": "ginger"}, "fusion": {"name": "rrf"}, "rerank": {"chain": ["cross-encoder", "pairwise"]},
+    "generator": {"name": "ginger", "context_top_k": 5, "max_words": 300},
+    "ginger": {"n_rewrites": 3, "query_mode": "fuse", "pairwise_top_k": 20, "clustering": "agglomerative",
+               "cluster_ranking": "pairwise", "max_sentences": 5, "fluency": True}})

@@ -23,14 +23,9 @@ Here (see :class:`MMRStep` for the details and the deviations):
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 import numpy as np
 
-from pydantic import Field
-
-from ..components import Context, register
-from ..config import Section as _Section
 from ..records import Ranking
 
 TokenizeFn = Callable[[list[str]], list[list[str]]]
@@ -39,25 +34,6 @@ PassageVectorsFn = Callable[[list[str], list[str]], np.ndarray]
 """(passage ids, their texts) → float32 ``(n, dim)`` passage vectors (for cosine)."""
 QueryVectorsFn = Callable[[list[str]], np.ndarray]
 """Query texts → float32 ``(n, dim)`` query vectors (cosine relevance only)."""
-
-
-class MMRConfig(_Section):
-    """The 'mmr' rerank step: Maximal Marginal Relevance diversification (CIR at TREC 2024 RAG,
-    §2.1, Eq. 1; Carbonell & Goldstein 1998). Defaults: CIR's priority-1 run (Table 3, run 3:
-    cosine, λ = 0.5, j = 100). See preqrag.rerankers.mmr and docs/presets.md, section cir."""
-
-    lambda_: float = Field(0.5, ge=0.0, le=1.0, description=(
-        "MMR λ: weight of relevance against (1 - λ) for dissimilarity to the passages already chosen; "
-        "the paper's runs use 0.25, 0.5, 0.75, 1 (Table 1); 0.5 is its priority-1 run. 1 = no diversification."))
-    similarity: Literal["cosine", "jaccard"] = Field("cosine", description=(
-        "Passage-passage similarity (§2.1): 'cosine' of the index's stored dense vectors, mapped to [0, 1] "
-        "as (1 + cos) / 2, or 'jaccard' over the BM25 terms (stopwords removed, stemmed, as the paper)."))
-    top_j: int = Field(100, ge=1, description=(
-        "Head of each ranking diversified and kept (the paper's j = 100, Table 1); after the cross-encoder "
-        "it is at most reranker.depth. The generator takes generator.context_top_k of it (the paper's k)."))
-    relevance: Literal["scores", "similarity"] = Field("scores", description=(
-        "MMR's relevance term: 'scores' = the incoming ranking's scores (the cross-encoder's) min-max "
-        "normalised per ranking; 'similarity' = the paper's Sim1, the same similarity between query and passage."))
 
 
 def minmax(scores: Sequence[float]) -> np.ndarray:
@@ -324,8 +300,3 @@ def load_mmr_step(cfg, index) -> MMRStep:
             query_vectors = encode_queries
     return MMRStep(m.lambda_, m.similarity, m.top_j, m.relevance, tokenize=tokenize,
                    passage_vectors=passage_vectors, query_vectors=query_vectors)
-
-
-@register("rerank", "mmr", reads=("mmr", "bm25", "embedder"), settings={"mmr": MMRConfig})
-def _mmr(ctx: Context) -> MMRStep:
-    return load_mmr_step(ctx.cfg, ctx.index)

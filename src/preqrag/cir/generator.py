@@ -26,33 +26,17 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field
-
-from .answering import answer_options, degenerate
-from .config import GeneratorConfig, register_table
-from .config import Section as _Section
-from .components import Context, register
-from .generation import Generated, fit_prompt, truncate_words
-from .text import llm_window, token_counter
-from .llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
-from .stages import LLM, LLMError
+from ..answering import answer_options, degenerate
+from ..config import GeneratorConfig
+from ..generation import Generated, fit_prompt, truncate_words
+from ..llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
+from ..stages import LLM, LLMError
+from ..text import llm_window, token_counter
+from .settings import CIRConfig
 
 
-class CIRConfig(_Section):
-    """The 'cir' generator: expertise-adapted prompt and cited JSON answer (CIR at TREC 2024 RAG,
-    §2.2, Table 2). See preqrag.generation_cir and docs/presets.md, section cir."""
-
-    prompt: Literal["P.0", "P.1", "P.2", "P.3"] = Field("P.1", description=(
-        "Expertise prompt of Table 2: P.0 none, P.1 beginner, P.2 expert, P.3 some foundational knowledge. "
-        "P.1 is the paper's priority-1 run (Table 3, run 3)."))
-    use_question_expertise: bool = Field(True, description=(
-        "Choose the prompt per question from its 'user_expertise' field when present (novice -> P.1, "
-        "expert -> P.2, intermediate -> P.3); questions without it use 'prompt'."))
-
-
-register_table("cir", CIRConfig)
 
 
 def _key(sentence: str) -> str:
@@ -378,8 +362,3 @@ class CIRGenerator:
             out.append(Generated(f.text, answer, truncations, cites, parsed.removed, tuple(fallbacks),
                                  n_passages=f.n_passages))
         return out
-
-
-@register("generator", "cir", reads=("generator", "cir", "llm"))
-def _cir(ctx: Context) -> CIRGenerator:
-    return CIRGenerator(ctx.get_llm(), ctx.cfg.generator, ctx.cfg.cir)

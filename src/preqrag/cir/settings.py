@@ -1,0 +1,61 @@
+"""CIR's settings tables (``[cir]``, ``[mmr]``) and its preset ``cir``.
+
+The preset is CIR at TREC 2024 RAG's priority-1 run (Table 3, run 3): the raw question (CIR
+rewrites nothing), BM25 + dense, cross-encoder, MMR with cosine similarity and λ = 0.5 over the
+top j = 100 (§2.1), k = 20 passages (Table 1) to the P.1 expertise prompt (or the question's
+``user_expertise``) with a cited JSON answer (§2.2). A question with its own pre-ranked
+``candidates`` (a ragnarok request, CIR's task) is answered from the top k of them without
+retrieval (``run.use_given_candidates``). docs/presets.md, section cir, lists the deviations.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from ..config import Section as _Section
+from ..config import register_table
+from ..presets import register_preset
+
+
+class CIRConfig(_Section):
+    """The 'cir' generator: expertise-adapted prompt and cited JSON answer (CIR at TREC 2024 RAG,
+    §2.2, Table 2). See preqrag.cir.generator and docs/presets.md, section cir."""
+
+    prompt: Literal["P.0", "P.1", "P.2", "P.3"] = Field("P.1", description=(
+        "Expertise prompt of Table 2: P.0 none, P.1 beginner, P.2 expert, P.3 some foundational knowledge. "
+        "P.1 is the paper's priority-1 run (Table 3, run 3)."))
+    use_question_expertise: bool = Field(True, description=(
+        "Choose the prompt per question from its 'user_expertise' field when present (novice -> P.1, "
+        "expert -> P.2, intermediate -> P.3); questions without it use 'prompt'."))
+
+
+class MMRConfig(_Section):
+    """The 'mmr' rerank step: Maximal Marginal Relevance diversification (CIR at TREC 2024 RAG,
+    §2.1, Eq. 1; Carbonell & Goldstein 1998). Defaults: CIR's priority-1 run (Table 3, run 3:
+    cosine, λ = 0.5, j = 100). See preqrag.cir.mmr and docs/presets.md, section cir."""
+
+    lambda_: float = Field(0.5, ge=0.0, le=1.0, description=(
+        "MMR λ: weight of relevance against (1 - λ) for dissimilarity to the passages already chosen; "
+        "the paper's runs use 0.25, 0.5, 0.75, 1 (Table 1); 0.5 is its priority-1 run. 1 = no diversification."))
+    similarity: Literal["cosine", "jaccard"] = Field("cosine", description=(
+        "Passage-passage similarity (§2.1): 'cosine' of the index's stored dense vectors, mapped to [0, 1] "
+        "as (1 + cos) / 2, or 'jaccard' over the BM25 terms (stopwords removed, stemmed, as the paper)."))
+    top_j: int = Field(100, ge=1, description=(
+        "Head of each ranking diversified and kept (the paper's j = 100, Table 1); after the cross-encoder "
+        "it is at most reranker.depth. The generator takes generator.context_top_k of it (the paper's k)."))
+    relevance: Literal["scores", "similarity"] = Field("scores", description=(
+        "MMR's relevance term: 'scores' = the incoming ranking's scores (the cross-encoder's) min-max "
+        "normalised per ranking; 'similarity' = the paper's Sim1, the same similarity between query and passage."))
+
+
+register_table("cir", CIRConfig)
+register_table("mmr", MMRConfig)
+
+register_preset("cir", {
+    "rewriter": {"name": "none"}, "rerank": {"chain": ["cross-encoder", "mmr"]},
+    "mmr": {"lambda_": 0.5, "similarity": "cosine", "top_j": 100, "relevance": "scores"},
+    "generator": {"name": "cir", "context_top_k": 20, "max_new_tokens": 512},
+    "cir": {"prompt": "P.1", "use_question_expertise": True},
+    "run": {"use_given_candidates": True}})

@@ -1,0 +1,14 @@
+"""PreQRAG's own component, registered in :mod:`preqrag.components`: rewriter ``preqrag``
+(§2.2; ``[rewriter]``)."""
+
+from __future__ import annotations
+
+from ..components import Context, register
+from .rewriting import PreQRAGRewriter
+
+
+@register("rewriter", "preqrag", reads=("rewriter", "llm"))
+def build_rewriter(ctx: Context) -> PreQRAGRewriter:
+    """BM25- and dense-optimised rewrites of a single-document question, sub-questions of a
+    multi-document one (PreQRAG §2.2)."""
+    return PreQRAGRewriter(ctx.get_llm(), ctx.cfg.rewriter)
