@@ -26,18 +26,28 @@ def test_docs_site_builds_strict(tmp_path):
 
 
 def test_configuration_reference_page_is_current(monkeypatch):
-    """docs/configuration-reference.md is ``preqrag config --markdown``'s output from the validated
-    configuration models: a changed setting, default or description must be regenerated
-    (``preqrag config --markdown > docs/configuration-reference.md``)."""
-    from preqrag.config import LLM_MODEL_ENV, config_reference
+    """docs/configuration-reference.md and docs/configuration-systems.md are ``preqrag config
+    --markdown [--systems]``'s output from the validated configuration models: a changed setting,
+    default or description must be regenerated (``preqrag config --markdown >
+    docs/configuration-reference.md``, ``preqrag config --markdown --systems >
+    docs/configuration-systems.md``); every table is on one of them."""
+    from preqrag.config import LLM_MODEL_ENV, config_reference, load_config
 
     monkeypatch.delenv(LLM_MODEL_ENV, raising=False)  # the shipped defaults, not the suite's SmolLM2
     page = (ROOT / "docs" / "configuration-reference.md").read_text(encoding="utf-8")
+    systems = (ROOT / "docs" / "configuration-systems.md").read_text(encoding="utf-8")
     assert page == config_reference() + "\n", "stale: run `preqrag config --markdown > docs/configuration-reference.md`"
+    assert systems == config_reference(part="systems") + "\n", (
+        "stale: run `preqrag config --markdown --systems > docs/configuration-systems.md`")
+    tables = {k for k, v in load_config() if hasattr(type(v), "model_fields")}
+    assert tables == {t for t in tables if f"## [{t}]" in page} | {t for t in tables if f"## [{t}]" in systems}
+    assert "## [dota]" in systems and "## [dota]" not in page and "## [llm]" in page
     from conftest import run_cli
 
     r = run_cli("config", "--markdown")
     assert r.returncode == 0 and r.stdout == page, r.stderr
+    r = run_cli("config", "--markdown", "--systems")
+    assert r.returncode == 0 and r.stdout == systems, r.stderr
     r = run_cli("config", "--markdown", "-p", "dota")  # a preset's values in the same table layout
     assert r.returncode == 0 and '| `use_sparse` | `true` |' in r.stdout and '| `name` | `"dota"` |' in r.stdout
 

@@ -405,20 +405,24 @@ def show_config(config: Optional[Path] = ConfigOpt,
                     "A preset (preqrag.presets): print its settings, with the file's on top.")),
                 markdown: bool = typer.Option(False, "--markdown", help=(
                     "Print the configuration reference page (docs/configuration-reference.md) instead: "
-                    "every table's settings with defaults and descriptions; with --config/-p, their values."))):
+                    "every core table's settings with defaults and descriptions; with --config/-p, their values.")),
+                systems: bool = typer.Option(False, "--systems", help=(
+                    "With --markdown: the systems' tables ([cir], [dota], [ginger], [mmr], a plugin's) instead "
+                    "of the core ones (docs/configuration-systems.md)."))):
     """Print the configuration (defaults, a preset's, or a file's values) as documented TOML, or
-    with --markdown as the reference page (without --config/-p: the shipped defaults)."""
+    with --markdown as the reference pages (without --config/-p: the shipped defaults)."""
     from .config import config_reference
 
+    part = "systems" if systems else "core"
     if markdown and not (config or pipeline):
-        typer.echo(config_reference())  # the shipped defaults, whatever $PREQRAG_LLM_MODEL says
+        typer.echo(config_reference(part=part))  # the shipped defaults, whatever $PREQRAG_LLM_MODEL says
         return
     try:
         cfg = load_config(config, pipeline=pipeline)
     except ConfigError as e:
         err.print(f"[red]config error:[/red] {e}")
         raise typer.Exit(2)
-    typer.echo(config_reference(cfg) if markdown else dump_config(cfg))
+    typer.echo(config_reference(cfg, part) if markdown else dump_config(cfg))
 
 
 def _register_sub_commands() -> None:
