@@ -44,7 +44,7 @@ from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
 
 FINEWEB_PASSAGES = 40_000_000
-"""FineWeb-10BT's passages at 512 MiniLM tokens, approximately (docs/indexing.md)."""
+"""FineWeb-10BT's passages at 512 MiniLM tokens, approximately (docs/scale.md)."""
 RUN_OVERRIDES = {"generator": {"max_new_tokens": 32}}
 """The default (hybrid) preset with short answers, so the run row is affordable on 2 cores."""
 

@@ -406,7 +406,7 @@ def write_markdown(data: dict, path: Path) -> None:
         peak_5m = max(row["build_peak_rss_mb"] for row in data["rows"] if row["passages"] >= 5_000_000)
         lines += ["", f"Flat index alone at 5M (final code, from the vector files): peak RSS {r['peak_rss_mb']} MB for a "
                   f"{r['index_gb']} GB index, {r['seconds']} s (`{r['command']}`). The 5M rows' build_peak_rss_mb "
-                  f"({peak_5m:,.0f} MB) counts file pages the earlier code mapped for reading; docs/indexing.md explains."]
+                  f"({peak_5m:,.0f} MB) counts file pages the earlier code mapped for reading; docs/scale.md explains."]
     lines += _sibling_sections(Path(path).parent)
     atomic_write_text(path, "\n".join(lines) + "\n")
 

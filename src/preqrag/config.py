@@ -101,7 +101,7 @@ class IndexConfig(_Section):
       (~dim + 8·M bytes per passage; the quantiser's per-dimension ranges trained on the
       ``train_size`` sample), lossy scores. HNSW for corpora whose float32 vectors do not fit the
       build machine's memory: at 5M × 256-d about 2.6 GB against ~6.4 GB for ``hnsw``
-      (docs/indexing.md, "Scale rows").
+      (docs/scale.md).
     * ``ivf-sq8`` — ``IVF{nlist},SQ8``: inverted lists of 8-bit scalar-quantised vectors
       (dim bytes per passage), trained on a sample; ``ivf_nprobe`` lists searched.
     * ``ivf-pq`` — ``IVF{nlist},PQ{pq_m}x{pq_nbits}`` (Jégou, Douze & Schmid, TPAMI 2011):
@@ -114,7 +114,7 @@ class IndexConfig(_Section):
     returns ``refine_k_factor`` x top-k candidates, which are re-scored with the full float32
     vectors. The index file then also holds those vectors (4·dim bytes per passage, like flat),
     but they are memory-mapped at open and only the candidates' pages are read, so the serving
-    process's own memory stays that of the codes. Measured at 5M × 256-d (docs/indexing.md):
+    process's own memory stays that of the codes. Measured at 5M × 256-d (docs/scale.md):
     ``hnsw-sq8`` + refine with ``hnsw_ef_search = 768`` and ``refine_k_factor = 2`` reached
     recall@10 0.9585 against exact search at 8.4–8.9 ms p50 (0.9435 unrefined) on 2 cores. For an
     HNSW base the candidates' count is also the search's breadth (FAISS searches with
@@ -131,7 +131,7 @@ class IndexConfig(_Section):
     hnsw_ef_construction: int = Field(200, ge=8, description=(
         "HNSW efConstruction: candidate list while building (higher: better graph, slower build; "
         "measured on 2 cores at 5M x 256-d hnsw-sq8: 64 inserts ~3.4x faster than 200 but tops out at "
-        "recall@10 0.914, docs/indexing.md)."))
+        "recall@10 0.914, docs/scale.md)."))
     hnsw_ef_search: int = Field(128, ge=1, description=(
         "HNSW efSearch at query time (>= top-k; higher: better recall, slower)."))
     ivf_nlist: int = Field(0, ge=0, description=(
@@ -146,7 +146,7 @@ class IndexConfig(_Section):
         "4*dim bytes per passage of disk."))
     refine_k_factor: int = Field(16, ge=1, description=(
         "refine = 'flat': candidates re-scored per requested passage (FAISS IndexRefine k_factor). 16 suits "
-        "IVF-PQ; for hnsw-sq8, 2 gave the same recall as 4 at 5M (docs/indexing.md) and a larger factor "
+        "IVF-PQ; for hnsw-sq8, 2 gave the same recall as 4 at 5M (docs/scale.md) and a larger factor "
         "widens the graph search."))
     train_size: int = Field(100_000, ge=1000, description=(
         "Vectors sampled (seed 0) to train IVF/PQ: FAISS wants >= 39 per centroid (nlist and 2^pq_nbits)."))

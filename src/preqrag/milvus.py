@@ -34,7 +34,7 @@ count, source index), checked at open exactly as :meth:`Index.open` checks an em
 BM25 here is Milvus's: its ``standard`` analyzer lowercases and splits on Unicode word
 boundaries but neither stems nor removes stop words (bm25s here uses English stop words and the
 Snowball stemmer), and Milvus computes the document frequencies itself; the two rankings are
-therefore close but not equal (docs/indexing.md gives the measured difference on the dev sample).
+therefore close but not equal (docs/milvus.md gives the measured difference on the dev sample).
 Milvus Lite 3.2.2 reports BM25 scores as negative distances where a Milvus server reports them
 positive; both order best first, and the retriever returns the (non-negative) score.
 

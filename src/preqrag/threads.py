@@ -5,7 +5,7 @@ a process given a share of a machine uses that share: a Ray actor or task starte
 ``num_cpus=1`` (Ray sets ``OMP_NUM_THREADS`` to the actor's CPUs), a job pinned with
 ``taskset`` or a container's cpuset. Sizing them by ``os.cpu_count()`` instead made two
 ``preqrag run --ray`` actors on a 2-core machine run 4 inference threads on 2 cores
-(docs/indexing.md, "Ray"). torch reads ``OMP_NUM_THREADS`` itself.
+(docs/ray.md). torch reads ``OMP_NUM_THREADS`` itself.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ filling one slot of :class:`preqrag.pipeline.Pipeline` (preset ``cir``):
 Settings: the ``[cir]`` and ``[mmr]`` tables and the preset (:mod:`.settings`). A question's own
 pre-ranked candidates (a ragnarok request) are read by :mod:`preqrag.candidates`, which every
 preset can use (``run.use_given_candidates``). Deviations from the paper and why:
-docs/presets.md, section ``cir``.
+docs/preset-cir.md.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ rewrites nothing), BM25 + dense, cross-encoder, MMR with cosine similarity and �
 top j = 100 (§2.1), k = 20 passages (Table 1) to the P.1 expertise prompt (or the question's
 ``user_expertise``) with a cited JSON answer (§2.2). A question with its own pre-ranked
 ``candidates`` (a ragnarok request, CIR's task) is answered from the top k of them without
-retrieval (``run.use_given_candidates``). docs/presets.md, section cir, lists the deviations.
+retrieval (``run.use_given_candidates``). docs/preset-cir.md lists the deviations.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ..presets import register_preset
 
 class CIRConfig(_Section):
     """The 'cir' generator: expertise-adapted prompt and cited JSON answer (CIR at TREC 2024 RAG,
-    §2.2, Table 2). See preqrag.cir.generator and docs/presets.md, section cir."""
+    §2.2, Table 2). See preqrag.cir.generator and docs/preset-cir.md."""
 
     prompt: Literal["P.0", "P.1", "P.2", "P.3"] = Field("P.1", description=(
         "Expertise prompt of Table 2: P.0 none, P.1 beginner, P.2 expert, P.3 some foundational knowledge. "
@@ -34,7 +34,7 @@ class CIRConfig(_Section):
 class MMRConfig(_Section):
     """The 'mmr' rerank step: Maximal Marginal Relevance diversification (CIR at TREC 2024 RAG,
     §2.1, Eq. 1; Carbonell & Goldstein 1998). Defaults: CIR's priority-1 run (Table 3, run 3:
-    cosine, λ = 0.5, j = 100). See preqrag.cir.mmr and docs/presets.md, section cir."""
+    cosine, λ = 0.5, j = 100). See preqrag.cir.mmr and docs/preset-cir.md."""
 
     lambda_: float = Field(0.5, ge=0.0, le=1.0, description=(
         "MMR λ: weight of relevance against (1 - λ) for dissimilarity to the passages already chosen; "

@@ -13,7 +13,7 @@ Stage (paper)                              component (configuration name)
 4 context aggregation, 8k tokens (§2.4)    generator ``dota`` (:mod:`.generation`)
 5 generation, Fig. 5, 300 words (§2.5)     generator ``dota``
 
-Deviations and their reasons: docs/presets.md, section ``dota``.
+Deviations and their reasons: docs/preset-dota.md.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ class RoutedDotaRewriter(DotaRewriter):
     (:func:`~preqrag.dota.topics.choose_parts`); the plan's filter is ``{"namespace": parts}``
     and ``QueryPlan.routing`` records the votes, the parts and the share searched. A question
     without a valid vote is routed by the other two signals (fallback ``route: no valid vote``).
-    Deviations from the paper (parts, budget, BM25 evidence): docs/presets.md, section dota.
+    Deviations from the paper (parts, budget, BM25 evidence): docs/preset-dota.md.
     """
 
     def __init__(self, llm, cfg, index, **kw):

@@ -19,7 +19,7 @@ The plan is one :class:`~preqrag.records.SubQuery` whose ``sparse``/``dense`` te
 rewrite and whose ``filters`` are ``{"topic": [top-2 namespaces]}``; the dense retriever
 searches only those namespaces' passages. Over an index, the preset's rewriter
 (:class:`preqrag.dota.RoutedDotaRewriter`) replaces that filter by the parts of the namespaces
-nearest the question, the votes weighing in (docs/presets.md, section dota).
+nearest the question, the votes weighing in (docs/preset-dota.md).
 
 Both calls declare a reply schema (:func:`rewrite_schema`, :func:`route_schema`: the
 namespaces an enum of the 24 names), so with a backend that enforces it every reply parses;

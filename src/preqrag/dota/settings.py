@@ -1,5 +1,5 @@
 """The ``[dota]`` table: DoTA-RAG's settings (registered with :func:`preqrag.config.register_table`),
-and the preset ``dota`` (:func:`preqrag.presets.register_preset`; docs/presets.md, section dota)."""
+and the preset ``dota`` (:func:`preqrag.presets.register_preset`; docs/preset-dota.md)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..presets import register_preset
 class DotaConfig(_Section):
     """DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571): typo-fixing rewrite
     (§2.1, Fig. 3), namespace routing with self-consistency (§2.2, Fig. 4), BM25 pruning (§2.3),
-    context aggregation (§2.4). See preqrag.dota and docs/presets.md, section dota."""
+    context aggregation (§2.4). See preqrag.dota and docs/preset-dota.md."""
 
     route: bool = Field(True, description=(
         "Route each question to WebOrganizer topic namespaces and search only those (§2.2); false: "

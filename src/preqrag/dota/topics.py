@@ -6,7 +6,7 @@ every FineWeb document was tagged with WebOrganizer's 24-label ``TopicClassifier
 router searches only the top-2 voted namespaces.
 
 Here a namespace is a *facet* of the passages of an index: ``topics.npz`` beside the index
-holds one topic id per passage row. Assignment (a stated deviation, docs/presets.md): that
+holds one topic id per passage row. Assignment (a stated deviation, docs/preset-dota.md): that
 classifier is a hub model (``WebOrganizer/TopicClassifier``), so offline each **document** is
 given the topic whose description (:data:`TOPICS`, WebOrganizer's own taxonomy text) is most
 similar, by cosine, to the document's embedding with the index's embedder; a document's
@@ -14,7 +14,7 @@ embedding is the normalised mean of its passages' vectors, read back from the FA
 re-encoding). All passages of a document share its topic, as a document lives in one
 namespace in the paper.
 
-Parts (not in the paper; docs/presets.md, deviations): each topic namespace is split into up to
+Parts (not in the paper; docs/preset-dota.md, deviations): each topic namespace is split into up to
 ``parts_per_topic`` parts by spherical k-means of its passage vectors (FAISS ``Kmeans``), each
 with its centroid. Labels from a labeller that is not the router leave a question's gold document
 in a topic the votes do not name (gold in the two voted namespaces: 0.60 on the smoke set); the

@@ -13,7 +13,7 @@ of :class:`preqrag.pipeline.Pipeline` (preset ``ginger``, :mod:`preqrag.presets`
   generator ``ginger``.
 
 Settings: the ``[ginger]`` table (:class:`preqrag.ginger.settings.GingerConfig`). Deviations from the
-paper and why: docs/presets.md, section ``ginger``.
+paper and why: docs/preset-ginger.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The ``[ginger]`` table: GINGER's settings (registered with :func:`preqrag.config.register_table`),
-and the preset ``ginger`` (:func:`preqrag.presets.register_preset`; docs/presets.md, section ginger)."""
+and the preset ``ginger`` (:func:`preqrag.presets.register_preset`; docs/preset-ginger.md)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ class GingerConfig(_Section):
     """GINGER (Łajewska et al., UiS-IAI@LiveRAG, SIGIR 2025 LiveRAG, arXiv 2506.22210): multi-query
     rewriting (§3.1, App. B.1), pairwise reranking (§3.1), nugget-based generation (§3.2-3.3, App. B.2-B.3).
     The number of passages nuggets are detected in (the paper's m) is ``generator.context_top_k``;
-    the response word cap is ``generator.max_words``. See docs/presets.md, section ginger."""
+    the response word cap is ``generator.max_words``. See docs/preset-ginger.md."""
 
     n_rewrites: int = Field(3, ge=1, le=10, description=(
         "Query rewrites per question (the paper's l, §3.1; App. B.1 asks for 3; Table 1: original + 3 rewrites)."))

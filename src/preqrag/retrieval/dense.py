@@ -212,7 +212,7 @@ CHECKPOINT_SECONDS = 600.0
 """Default seconds between checkpoints of an index built in memory (:func:`build_faiss`). A
 checkpoint writes the whole index so far (at 5M × 256-d HNSW-SQ8 up to 2.64 GB), so ten minutes
 keeps the cost small for a build that takes hours — measured: 14 checkpoints, 75.2 s of a
-9,045 s build (0.8 %; ``bench/ann_scale.py --size 5000000 --types hnsw-sq8``, docs/indexing.md) —
+9,045 s build (0.8 %; ``bench/ann_scale.py --size 5000000 --types hnsw-sq8``, docs/scale.md) —
 while an interruption loses at most ten minutes of inserts."""
 
 
@@ -332,7 +332,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     its last row added; HNSW's level generator is replayed (:func:`_restore_level_rng`), so with
     one FAISS thread the resumed file is byte-identical to an uninterrupted build's (with several
     threads HNSW inserts are not deterministic in either case). At 5M × 256-d, HNSW-SQ8 with
-    efConstruction 200 took 2.5 h on 2 cores (docs/indexing.md): the checkpoints let such a build
+    efConstruction 200 took 2.5 h on 2 cores (docs/scale.md): the checkpoints let such a build
     span interrupted sessions or preemptible machines.
     """
     import faiss
