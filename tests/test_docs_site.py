@@ -23,6 +23,8 @@ def test_docs_site_builds_strict(tmp_path):
     built = {p.parent.name for p in (tmp_path / "site").glob("*/index.html")}
     pages = {p.stem for p in (ROOT / "docs").glob("*.md")} - {"index"}
     assert pages <= built, f"pages missing from the site: {sorted(pages - built)}"
+    big = {p.name: p.stat().st_size for p in (ROOT / "docs").glob("*.md") if p.stat().st_size > 20_000}
+    assert not big, f"pages over 20,000 bytes (split them): {big}"
 
 
 def test_configuration_reference_page_is_current(monkeypatch):
