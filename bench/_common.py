@@ -122,15 +122,20 @@ PLACEHOLDERS = {"--index": "IDX", "--contexts": "CTX.jsonl", "--source": "IDX", 
 
 
 def placeholders(argv: list[str]) -> list[str]:
-    """``argv`` with the values of :data:`PLACEHOLDERS`' options replaced (``--index IDX``), so
-    that docs/bench holds no machine paths."""
+    """``argv`` with the values of :data:`PLACEHOLDERS`' options replaced (``--index IDX``), and
+    any other absolute path cut to its file name (``--set llm.model=/x/y/m.gguf`` →
+    ``llm.model=m.gguf``), so that docs/bench holds no machine paths."""
     out: list[str] = []
     for i, a in enumerate(argv):
-        key, eq, _ = a.partition("=")
+        key, eq, value = a.partition("=")
         if eq and key in PLACEHOLDERS:
             out.append(f"{key}={PLACEHOLDERS[key]}")
         elif i > 0 and argv[i - 1] in PLACEHOLDERS:
             out.append(PLACEHOLDERS[argv[i - 1]])
         else:
+            if a.startswith("/"):
+                a = os.path.basename(a)
+            elif eq and value.startswith("/"):
+                a = f"{key}={os.path.basename(value)}"
             out.append(a if " " not in a and a else repr(a))
     return out

@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import random
 import re
 import sys
@@ -183,7 +184,7 @@ def answer(args) -> None:
     def mean(xs):
         return round(sum(xs) / len(xs), 4) if xs else None
 
-    row = {"label": args.label, "llm": cfg.llm.model, "n_questions": len(items),
+    row = {"label": args.label, "llm": os.path.basename(cfg.llm.model) if os.path.isabs(cfg.llm.model) else cfg.llm.model, "n_questions": len(items),
            "answer_token_f1": mean(f1), "answer_rougeL": mean(rouge), "context_hit": mean(hit),
            "degenerate_share": round(degen / len(items), 4), "supported_share":
                round(supported / sentences, 4) if sentences else None,
