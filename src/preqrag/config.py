@@ -471,6 +471,7 @@ class DeadlineConfig(_Section):
 
 
 _TABLES: dict[str, type[BaseModel]] = {}
+"""Tables brought by the systems and plugins (:func:`register_table`), beside the built-in ones."""
 
 SYSTEMS: tuple[str, ...] = ("preqrag.preqrag", "preqrag.cir", "preqrag.dota", "preqrag.ginger")
 """The built-in systems, one package each (PreQRAG, CIR, DoTA-RAG, GINGER): its ``settings``
@@ -494,7 +495,6 @@ def import_once(modules: tuple[str, ...]) -> None:
 
 def _ensure_tables() -> None:
     import_once(tuple(f"{system}.settings" for system in SYSTEMS))
-"""Tables brought by registered components (:func:`register_table`), beside the built-in ones."""
 
 
 def register_table(table: str, model: type[BaseModel]) -> None:

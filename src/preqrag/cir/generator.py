@@ -37,8 +37,6 @@ from ..text import llm_window, token_counter
 from .settings import CIRConfig
 
 
-
-
 def _key(sentence: str) -> str:
     """A sentence's repeat key: lower-case letters and digits, single-spaced."""
     return " ".join(re.findall(r"[a-z0-9]+", sentence.lower()))

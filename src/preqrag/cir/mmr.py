@@ -275,8 +275,8 @@ def _encoder(index, cfg):
 
 
 def load_mmr_step(cfg, index) -> MMRStep:
-    """The ``mmr`` step of ``cfg.mmr`` over ``index`` (used by
-    registered as rerank step ``mmr``). Jaccard terms come from the index's BM25
+    """The ``mmr`` step of ``cfg.mmr`` over ``index`` (built by
+    :func:`preqrag.cir.build.build_mmr_step`, rerank step ``mmr``). Jaccard terms come from the index's BM25
     tokeniser (``cfg.bm25``); cosine vectors from :func:`index_passage_vectors`."""
     from ..retrieval.bm25 import tokenize as bm25_tokenize
 
