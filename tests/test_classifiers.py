@@ -89,10 +89,18 @@ def _small_subset(tmp_path: Path, n_per_class: int = 120) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def subset_model(tmp_path_factory):
+    """(data, model): :func:`_small_subset` labelled, and the model trained on it with seed 0
+    (shared by the reproducibility and the generalisation test: one training less)."""
+    data = load_labelled(_small_subset(tmp_path_factory.mktemp("subset")))
+    return data, train_model(data, seed=0)
+
+
 @needs_bench
-def test_training_is_reproducible_and_export_matches_sklearn(tmp_path):
-    data = load_labelled(_small_subset(tmp_path))
-    a, b = train_model(data, seed=0), train_model(data, seed=0)
+def test_training_is_reproducible_and_export_matches_sklearn(subset_model):
+    data, a = subset_model
+    b = train_model(data, seed=0)
     assert a.to_json() == b.to_json()  # byte-identical model files
     smoke = [r["question"] for r in _rows(SMOKE)]
     assert np.array_equal(a.predict_proba(smoke), b.predict_proba(smoke))
@@ -106,10 +114,10 @@ def test_training_is_reproducible_and_export_matches_sklearn(tmp_path):
 
 
 @needs_bench
-def test_model_trained_without_smoke_generalises_to_smoke(tmp_path):
+def test_model_trained_without_smoke_generalises_to_smoke(subset_model):
     # 240 training questions only (fast), none of them in the smoke set: a weak but real
     # out-of-sample check; the cross-validated figures are in docs/bench/classifier.md.
-    model = train_model(load_labelled(_small_subset(tmp_path)), seed=0)
+    model = subset_model[1]
     rows = _rows(SMOKE)
     p = model.predict_proba([r["question"] for r in rows])
     single, multi = _accuracies(rows, ["multi" if x >= model.threshold else "single" for x in p])
