@@ -182,14 +182,19 @@ def test_rewriter_plan_with_fallbacks():
     p0, p1, p2 = plans
     assert p0.sub_queries[0].dense == p0.sub_queries[0].sparse == "What are some side effects of nicotine gum?"
     assert p0.sub_queries[0].filters == {"topic": ["Health"]} and p0.fallbacks == []
+    assert p0.sub_queries[0].extra == [q_ok]  # the question searched beside its rewrite, in the same namespaces
     assert json.loads(p0.llm_outputs["rewrite"])["rewritten"].startswith("What") and "route 4" in p0.llm_outputs
     assert p1.sub_queries[0].dense == q_junk and p1.sub_queries[0].filters == {}
+    assert p1.sub_queries[0].extra == []  # the rewrite fell back to the question: searched once
     assert p1.fallbacks[0] == "rewrite: empty" and p1.fallbacks[-1].startswith("route: no valid vote")
     assert p2.sub_queries[0].dense == q_err and p2.fallbacks[0] == "rewrite: llm error: timeout"
     # routing off: no route calls, no filters
     llm = ScriptedLLM(lambda m, t, s: vote("Health") if _is_route(m) else rewritten(m[-1]["content"]))
     (p,) = DotaRewriter(llm, DotaConfig(), route=False).plan([q_ok], ["single"])
     assert p.sub_queries[0].filters == {} and len(llm.calls) == 1
+    # the paper's rewrite alone
+    (p,) = DotaRewriter(ScriptedLLM(reply), DotaConfig(search_question=False)).plan([q_ok], ["single"])
+    assert p.sub_queries[0].dense.startswith("What are") and p.sub_queries[0].extra == []
 
 
 # ---------------------------------------------------------------- real small index
@@ -342,6 +347,7 @@ def test_preset_settings_and_routing_needs_dense_retrieval(small_index):
     assert cfg.retrieval.dense_top_k == 100 and cfg.rerank.chain == ["bm25-prune", "cross-encoder"]
     assert cfg.dota.prune_keep == 20 and cfg.reranker.depth == 20 and cfg.generator.context_top_k == 10
     assert cfg.dota.route_votes == 4 and cfg.dota.route_top_n == 2 and cfg.dota.route_temperature > 0
+    assert cfg.dota.search_question  # the question beside the rewrite (a deviation, docs/preset-dota.md)
     no_dense = load_config(None, {"retrieval": {"use_dense": False}}, pipeline="dota")
     with pytest.raises(ValueError, match="dense retrieval"):
         Pipeline.from_config(small_index, no_dense, llm=ScriptedLLM(lambda m, t, s: ""))

@@ -48,6 +48,29 @@ def test_cache_key_covers_schema_and_options_but_keeps_old_keys():
     assert call_key("x", m, 8, 0.0, repeat_penalty=1.1) != plain
 
 
+def test_cache_keeps_greedy_and_seeded_calls_only(tmp_path):
+    """Greedy and seeded calls are reproducible, so cached (a vote's seed is in its key); a sampled
+    call without a seed reaches the model every time."""
+    from preqrag.llm.cache import CachedLLM
+
+    class Counting:
+        name, calls = "counting", 0
+
+        def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
+            type(self).calls += len(requests)
+            return [f"{options.get('seed')}:{temperature}" for _ in requests]
+
+    llm = CachedLLM(Counting(), tmp_path)
+    msgs = [{"role": "user", "content": "q"}]
+    for _ in range(2):
+        assert llm.chat(msgs, max_tokens=4) == "None:0.0"
+        assert [llm.chat(msgs, max_tokens=4, temperature=0.6, seed=s) for s in (0, 1)] == ["0:0.6", "1:0.6"]
+    assert Counting.calls == 3 and llm.hits == 3
+    llm.chat(msgs, max_tokens=4, temperature=0.6)
+    llm.chat(msgs, max_tokens=4, temperature=0.6)
+    assert Counting.calls == 5
+
+
 def test_chat_grouped_restores_order():
     class Echo:
         name = "echo"

@@ -335,7 +335,8 @@ class DotaRewriter:
         for q, t, rw, fb, raw, (names, route_fb, route_raw) in zip(questions, types, rewrites, fallbacks, raws,
                                                                   routes):
             raw.update(route_raw)
-            sub = SubQuery(text=rw, sparse=rw, dense=rw, filters={FACET: names} if names else {})
+            keep = [q] if self.cfg.search_question and rw != q else []  # the question too (not in the paper)
+            sub = SubQuery(text=rw, sparse=rw, dense=rw, extra=keep, filters={FACET: names} if names else {})
             plans.append(QueryPlan(question_type=t, rewriter=self.name, sub_queries=[sub],
                                    fallbacks=fb + route_fb, llm_outputs=raw))
         return plans

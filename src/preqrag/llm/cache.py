@@ -22,7 +22,9 @@ def call_key(model: str, messages: list[dict], max_tokens: int, temperature: flo
 class CachedLLM:
     """Wraps an LLM; successful replies are stored in ``<cache_dir>/llm.sqlite``.
 
-    Only deterministic calls (``temperature == 0``) are cached; failures never are, so a
+    Only reproducible calls are cached: greedy ones (``temperature == 0``) and sampled ones
+    with a ``seed`` (DoTA's routing votes: the seed is part of the key, so each vote keeps its
+    own sample); failures never are, so a
     re-run retries them.
     """
 
@@ -58,8 +60,8 @@ class CachedLLM:
                   temperature: float = 0.0, **options) -> list[str | LLMError]:
         """As ``LLM.chat_many``; only cache misses reach the wrapped LLM. ``options``
         (``schema``, ``seed``, sampling settings) are passed on and are part of the key; calls
-        at ``temperature > 0`` are not cached (a fresh sample each time)."""
-        if temperature != 0.0:
+        at ``temperature > 0`` without a ``seed`` are not cached (a fresh sample each time)."""
+        if temperature != 0.0 and options.get("seed") is None:
             return self.llm.chat_many(requests, max_tokens=max_tokens, temperature=temperature, **options)
         keys = [call_key(self.name, m, max_tokens, temperature, **options) for m in requests]
         results: list[str | LLMError | None] = self.store.get_many(keys)
