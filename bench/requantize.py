@@ -1,6 +1,6 @@
 """Requantize a GGUF model to another llama.cpp type with llama-cpp-python's own
-``llama_model_quantize`` (``allow_requantize``: the input may already be quantized), e.g. the
-installed Qwen2.5-Coder-1.5B Q4_K_M to Q4_0 for bench/llama_speed.py and bench/answers.py
+``llama_model_quantize`` (:func:`preqrag.llm.llamacpp.requantize`; the input may already be
+quantized), e.g. the installed Qwen2.5-Coder-1.5B Q4_K_M to Q4_0 for bench/llama_speed.py and bench/answers.py
 (docs/models.md: a second lossy 4-bit rounding, measured, not shipped).
 
     python bench/requantize.py IN.gguf OUT.gguf [--type Q4_0] [--threads 2]
@@ -9,7 +9,6 @@ installed Qwen2.5-Coder-1.5B Q4_K_M to Q4_0 for bench/llama_speed.py and bench/a
 from __future__ import annotations
 
 import argparse
-import ctypes
 import time
 
 
@@ -20,16 +19,16 @@ def main() -> int:
     ap.add_argument("--type", default="Q4_0", help="llama.cpp file type: LLAMA_FTYPE_MOSTLY_<TYPE> (Q4_0, Q8_0, ...)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    import llama_cpp
+    from preqrag.llm.llamacpp import requantize
 
-    params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{args.type.upper()}")
-    params.allow_requantize = True
-    params.nthread = args.threads
     t0 = time.perf_counter()
-    rc = llama_cpp.llama_model_quantize(args.src.encode(), args.dst.encode(), ctypes.byref(params))
-    print(f"llama_model_quantize returned {rc} in {time.perf_counter() - t0:.1f} s")
-    return 0 if rc == 0 else 1
+    try:
+        requantize(args.src, args.dst, args.type, threads=args.threads)
+    except RuntimeError as e:
+        print(e)
+        return 1
+    print(f"requantized to {args.type.upper()} in {time.perf_counter() - t0:.1f} s: {args.dst}")
+    return 0
 
 
 if __name__ == "__main__":

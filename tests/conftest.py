@@ -50,26 +50,10 @@ def _q4_0_test_llm() -> str:
     sha = next(iter(PINNED[BUNDLED_TEST_LLM].values()))[1][:12]
     out = Path.home() / ".cache" / "preqrag" / "test-models" / f"SmolLM2-135M-Instruct.Q4_0-from-{sha}.gguf"
     if not out.exists():
-        import ctypes
-
-        import llama_cpp
+        from preqrag.llm.llamacpp import requantize
 
         out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f"{out.name}.{os.getpid()}.partial")
-        params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype, params.allow_requantize, params.nthread = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0, True, 2
-        saved = os.dup(2)  # llama.cpp logs every tensor to fd 2: kept out of the test output
-        try:
-            with open(os.devnull, "w") as devnull:
-                os.dup2(devnull.fileno(), 2)
-                rc = llama_cpp.llama_model_quantize(str(src).encode(), str(tmp).encode(), ctypes.byref(params))
-        finally:
-            os.dup2(saved, 2)
-            os.close(saved)
-        if rc != 0:
-            tmp.unlink(missing_ok=True)
-            raise RuntimeError(f"llama_model_quantize failed ({rc}) on {src}")
-        os.replace(tmp, out)  # atomic: a concurrent session sees the whole file or none
+        requantize(src, out, "Q4_0", quiet=True)  # atomic: a concurrent session sees the whole file or none
     return str(out)
 
 
