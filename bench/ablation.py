@@ -35,7 +35,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, final_retrieval_columns, machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
@@ -115,7 +114,9 @@ def main(argv=None) -> int:
 def cache_hits(pipeline: Pipeline) -> dict:
     """Cache hits/misses of the pipeline's cached components (empty without run.cache_dir)."""
     out = {}
-    parts = {"reranker": pipeline.reranker, "llm": pipeline.llm,
+    cross_encoder = next((step.reranker for step in pipeline.rerank_chain
+                          if getattr(step, "name", None) == "cross-encoder"), None)
+    parts = {"reranker": cross_encoder, "llm": pipeline.llm,
              "embedder": getattr(pipeline.index.dense, "encoder", None)}
     for name, obj in parts.items():
         store = getattr(obj, "store", None)

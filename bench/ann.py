@@ -32,7 +32,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, final_retrieval_columns, gold_traces, machine, md_table, pct, recall_vs  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402

@@ -23,7 +23,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, pct, placeholders, recall_vs  # noqa: E402
 from ann_scale import _RowIds, _shards  # noqa: E402
 

@@ -48,7 +48,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine, md_table, pct, placeholders, recall_vs  # noqa: E402
 from scale import _peak_mb, _status_mb, generate, type_config  # noqa: E402
 

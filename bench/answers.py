@@ -46,7 +46,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine, md_table, placeholders  # noqa: E402
 from presets import token_f1  # noqa: E402
 
@@ -103,16 +102,11 @@ def contexts(args) -> None:
             print(f"{min(i + 8, len(todo))}/{len(todo)}", file=sys.stderr)
 
 
-def repeats_question(answer: str, question: str) -> bool:
-    a, q = set(re.findall(r"[a-z0-9]+", answer.lower())), set(re.findall(r"[a-z0-9]+", question.lower()))
-    return bool(a) and len(a & q) / len(a | q) >= 0.8
-
-
 def answer(args) -> None:
     from rouge_score import rouge_scorer
 
     from preqrag import components
-    from preqrag.answering import degenerate
+    from preqrag.answering import degenerate, restates_question
     from preqrag.citations import load_attributor, split_sentences
     from preqrag.components import Context
     from preqrag.config import load_config
@@ -170,7 +164,7 @@ def answer(args) -> None:
             hit.append(len(gold & shown) / len(gold))
         loop = any("degenerate answer" in f for f in r["fallbacks"])
         degen += bool(loop or not re.findall(r"[A-Za-z]{2,}", ans) or degenerate(ans)
-                      or repeats_question(ans, it["question"]))
+                      or restates_question(ans, it["question"]))
         secs.append(r["seconds"])
         if r["prompt_tokens"] is not None:
             ptoks.append(r["prompt_tokens"])

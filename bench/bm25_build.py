@@ -21,7 +21,6 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine  # noqa: E402
 
 

@@ -65,7 +65,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import describe, machine  # noqa: E402
 
 from preqrag.citations import DEFAULT_THRESHOLD, Attributor, load_attributor, split_sentences  # noqa: E402

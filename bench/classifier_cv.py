@@ -40,7 +40,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from classifier_speed import measure  # noqa: E402
 
 from preqrag.classifiers import CombinedClassifier, LearnedClassifier, LLMClassifier, RulesClassifier  # noqa: E402

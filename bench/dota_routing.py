@@ -42,7 +42,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine, placeholders  # noqa: E402
 
 

@@ -28,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine, placeholders  # noqa: E402
 from scale import _peak_mb  # noqa: E402
 

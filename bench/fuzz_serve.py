@@ -24,7 +24,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine  # noqa: E402
 from serve_load import _free_port, _get, wait_ready  # noqa: E402
 

@@ -40,7 +40,6 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
 SEP = "\n\x01"
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 SWEEP = {"hnsw": ("hnsw_ef_search", (16, 32, 64, 128, 256, 512)),

@@ -33,7 +33,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine  # noqa: E402
 from presets import fallback_kind  # noqa: E402
 

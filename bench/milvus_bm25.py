@@ -30,7 +30,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, final_retrieval_columns, gold_traces, machine, md_table, pct  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402

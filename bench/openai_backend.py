@@ -25,7 +25,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402

@@ -40,7 +40,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402

@@ -17,7 +17,6 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import md_table  # noqa: E402
 
 BEGIN, END = "<!-- bench/presets_summary.py: begin -->", "<!-- bench/presets_summary.py: end -->"

@@ -20,10 +20,8 @@ import collections
 import datetime
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine  # noqa: E402
 
 # (category, is model inference, substrings any of which must occur in the stack), first match wins

@@ -29,7 +29,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine, md_table, placeholders  # noqa: E402
 
 from preqrag.io import atomic_write_text  # noqa: E402

@@ -37,7 +37,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import corpus_head, machine, placeholders  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402

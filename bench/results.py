@@ -39,7 +39,7 @@ KEY_FIELDS = ("name", "preset", "router", "step", "retriever", "kind", "dense_in
               "build", "config", "deadline", "answers", "label", "llm", "index", "questions", "classifier",
               "encoder_eval", "threads_per_actor")
 #: Fields shown elsewhere on the page (or paths that mean nothing to a reader).
-NOT_COLUMNS = {"command", "commands", "date", "machine", "lib_dir", "rounds"}
+NOT_COLUMNS = {"command", "commands", "date", "machine", "lib_dir", "rounds", "superseded_by"}
 #: A string longer than this is not a table cell (it goes to the fields below the table).
 MAX_CELL = 60
 
@@ -126,12 +126,15 @@ def _script_of(stem: str, rows: list[dict], meta: dict) -> str | None:
 def current_rows(rows: list[dict], meta: dict) -> list[tuple[int, dict]]:
     """(1-based position in the JSON, row) of the latest row per configuration and machine, in
     the order the latest rows were written. A file whose rows have none of :data:`KEY_FIELDS`
-    is a sweep: every row is current."""
+    is a sweep: every row is current. A row with ``superseded_by`` (why, e.g. "row 38: the same
+    preset on 200 questions") is history only: it stays in the JSON, not in the current table."""
     keys = _key_fields(rows)
     if not keys:
-        return list(enumerate(rows, 1))
+        return [(i, r) for i, r in enumerate(rows, 1) if not r.get("superseded_by")]
     latest: dict[tuple, tuple[int, dict]] = {}
     for i, r in enumerate(rows, 1):
+        if r.get("superseded_by"):  # history: a later row of the same setting measured more
+            continue
         ident = tuple(json.dumps(r.get(k), sort_keys=True) for k in keys) + (_machine_of(r, meta),)
         latest.pop(ident, None)
         latest[ident] = (i, r)

@@ -55,7 +55,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine, md_table, pct, recall_vs  # noqa: E402
 
 HERE = Path(__file__).resolve()

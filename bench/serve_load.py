@@ -42,7 +42,6 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine, pct  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402

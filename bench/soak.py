@@ -38,7 +38,6 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import machine, pct  # noqa: E402
 from serve_load import _free_port, _post, wait_ready  # noqa: E402
 

@@ -29,7 +29,6 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import describe, machine, md_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent

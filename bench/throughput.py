@@ -29,11 +29,9 @@ import argparse
 import datetime
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
 from _common import describe, machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402

@@ -15,10 +15,10 @@ import typer
 from typer.testing import CliRunner
 
 from preqrag.classifiers import (
-    CLASSIFIER_NAMES, CombinedClassifier, LearnedClassifier, LLMClassifier, RulesClassifier,
+    CombinedClassifier, LearnedClassifier, LLMClassifier, RulesClassifier,
     estimate_n_sub_questions, is_multi_by_rules, load_classifier,
 )
-from preqrag.classifiers.cli import register
+from preqrag.commands.classifiers import register
 from preqrag.classifiers.llm import parse_reply
 from preqrag.classifiers.model import BUNDLED_MODEL, QuestionTypeModel
 from preqrag.classifiers.train import fit_tuned, export_model, load_labelled, train_model
@@ -221,7 +221,6 @@ def test_load_classifier_by_name():
     assert load_classifier(load_config()).name == "learned"  # the default
     with pytest.raises(ValueError, match="learned, rules, llm, combined"):
         load_classifier(load_config(overrides={"classifier": {"name": "falcon"}}))
-    assert CLASSIFIER_NAMES == ("learned", "rules", "llm", "combined")
 
 
 # ------------------------------------------------------------------------------ CLI

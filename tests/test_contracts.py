@@ -156,18 +156,16 @@ LAYERS: list[tuple[str, ...]] = [
     # 5. what runs pipelines: the run loop, the deadline controller, the API, Ray builds and runs
     ("runner", "deadline", "serve", "distributed"),
     # 6. the command line and how it shows an answer
-    ("cli", "cli_common", "display"),
+    ("cli", "commands", "cli_common", "display"),
 ]
 """preqrag's layers, bottom up: a module imports only from its own layer or below (issue 23);
 ``docs/architecture.md`` draws them."""
 
 
 def _unit(module: str) -> str:
-    """The layer unit of a module: ``preqrag.x`` or ``preqrag.x.y`` → ``x``; sub-CLIs
-    (``preqrag.x.cli``) belong to the command line."""
+    """The layer unit of a module: ``preqrag.x`` or ``preqrag.x.y`` → ``x`` (no exemption: a
+    package's every module, its commands included, sits in the package's layer)."""
     parts = module.split(".")[1:]
-    if len(parts) >= 2 and parts[-1] == "cli" or parts == ["__main__"]:
-        return "cli"
     return parts[0] if parts else ""
 
 
@@ -290,3 +288,18 @@ def test_readme_example_question_is_answerable_from_the_corpus_readme_indexes():
     with gzip.open(bench, "rt", encoding="utf-8") as fh:
         ids = {json.loads(line)["id"] for line in fh}
     assert set(q["gold_doc_ids"]) <= ids
+
+
+MAX_FUNCTION_LINES = 120
+"""The longest a function in src/ may be (issue 42): past it, split it where its phases are."""
+
+
+def test_no_function_in_src_is_over_120_lines():
+    long = []
+    for p in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long.append(f"{p.relative_to(SRC.parent)}:{node.lineno} {node.name}: {n} lines")
+    assert not long, "functions over 120 lines:\n" + "\n".join(long)

@@ -156,7 +156,8 @@ def test_level_overrides_are_cumulative():
     assert three["generator"] == {"context_top_k": 1, "max_new_tokens": 64} and three["reranker"] == {"depth": 10}
     assert level_overrides(cfg, 4)["generator"]["context_top_k"] == 1
     short = load_config(None, {"deadline": {"levels": ["full", "extractive"]}})
-    assert level_overrides(short, 1) == {"rewriter": {"name": "none"}, "generator": {"context_top_k": 1}}
+    assert level_overrides(short, 1) == {"rewriter": {"name": "none"},
+                                         "generator": {"name": "extractive", "context_top_k": 1}}
 
 
 def test_extractive_answer_takes_the_top_passage_sentences_closest_to_the_question():
@@ -185,8 +186,9 @@ def test_level_pipelines_share_the_loaded_models(pipeline):
     assert len(levels) == 5 and levels[0] is base
     assert all(p.index is base.index and p.llm is base.llm and p.classifier is base.classifier for p in levels)
     assert levels[1].rewriter.name != base.rewriter.name and levels[1].generator is base.generator
-    assert levels[1].reranker is base.reranker  # same cross-encoder object ...
-    assert levels[2].reranker is base.reranker and levels[2].rerank_chain[0].depth == min(8, 10)  # ... any depth
+    ce = base.rerank_chain[0].reranker
+    assert levels[1].rerank_chain[0].reranker is ce  # same cross-encoder object ...
+    assert levels[2].rerank_chain[0].reranker is ce and levels[2].rerank_chain[0].depth == min(8, 10)  # ... any depth
     assert levels[3].cfg.generator.context_top_k == 1
     assert levels[3].cfg.generator.max_new_tokens == min(base.cfg.generator.max_new_tokens, 64)  # [deadline] cap
     assert isinstance(levels[4].generator, ExtractiveGenerator)

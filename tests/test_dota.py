@@ -228,7 +228,7 @@ def test_topics_command(small_index):
     import typer
     from typer.testing import CliRunner
 
-    from preqrag.dota.cli import register
+    from preqrag.commands.dota import register
 
     app = typer.Typer()
     register(app)

@@ -411,7 +411,7 @@ def _write_run(dirpath: Path, traces: list[Trace], questions, failed=()):
 
 
 def test_load_run_and_report_side_by_side(tmp_path, smoke, hand_run):
-    from preqrag.evaluation.cli import evaluate_run
+    from preqrag.commands.evaluation import evaluate_run
 
     a = _write_run(tmp_path / "runA", hand_run["traces"], smoke, hand_run["failed"])
     # runB: everything perfect at the final stage
@@ -464,7 +464,7 @@ def test_cli_eval_command(tmp_path, smoke, hand_run):
     typer = pytest.importorskip("typer")
     from typer.testing import CliRunner
 
-    from preqrag.evaluation.cli import register
+    from preqrag.commands.evaluation import register
 
     app = typer.Typer()
     register(app)

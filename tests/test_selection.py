@@ -169,3 +169,63 @@ def test_an_answer_cut_by_the_token_cap_loses_its_unfinished_sentence_and_the_tr
     g = LLMGenerator(_Capped(capped), GeneratorConfig(max_new_tokens=8)).generate([q], [ps])[0]
     assert g.answer == "Room rates follow demand. [1]"
     assert "generate: answer: its unfinished last sentence dropped (max_new_tokens or max_words reached)" in g.truncations
+
+
+def test_an_answer_that_restates_its_question_gets_its_facts_in_a_follow_up_turn():
+    """"Yes, <the question>." carries no fact: the generator asks for the supporting facts in the
+    same chat (reply kept, follow-up appended, the trace says so); a follow-up that restates again
+    is dropped; ``explain_restated = false`` sends one call, as the paper does."""
+    from preqrag.answering import EXPLAIN_RESTATED, restates_question
+
+    q = "Can exercise and gut health improve mood?"
+    ps = ["Exercise raises serotonin. A varied gut microbiome is linked to lower anxiety."]
+
+    class _Chat:
+        context_window = 4096
+
+        def __init__(self, follow_up):
+            self.requests, self.follow_up = [], follow_up
+
+        def chat_many(self, requests, *, max_tokens, **options):
+            self.requests += requests
+            return ["Yes, exercise and gut health can improve mood." if len(r) == 1 else self.follow_up
+                    for r in requests]
+
+    assert restates_question("Yes, exercise and gut health can improve mood.", q)
+    assert not restates_question("Exercise raises serotonin, which lifts mood.", q)
+    llm = _Chat("Exercise raises serotonin, and a varied gut microbiome is linked to lower anxiety. [1]")
+    g = LLMGenerator(llm, GeneratorConfig()).generate([q], [ps])[0]
+    assert g.answer == ("Yes, exercise and gut health can improve mood. Exercise raises serotonin, and a varied "
+                        "gut microbiome is linked to lower anxiety. [1]")
+    turns = llm.requests[1]
+    assert [t["role"] for t in turns] == ["user", "assistant", "user"] and turns[2]["content"] == EXPLAIN_RESTATED
+    assert turns[0]["content"] == g.final_prompt  # the same chat: llama.cpp reuses the prompt's KV cache
+    assert "generate: answer: it restated the question; the facts asked for in a follow-up turn appended" \
+        in g.truncations
+    again = LLMGenerator(_Chat("Yes, exercise and gut health can improve mood."), GeneratorConfig())
+    assert again.generate([q], [ps])[0].answer == "Yes, exercise and gut health can improve mood."
+    off = _Chat("unused")
+    LLMGenerator(off, GeneratorConfig(explain_restated=False)).generate([q], [ps])
+    assert len(off.requests) == 1
+
+
+def test_answer_repeat_penalty_defaults_to_1_1_on_llama_cpp_only():
+    """Measured for the local model (docs/bench/answers.json): degenerate answers 6 % -> 2 %. An
+    OpenAI-compatible server gets no repeat_penalty unless one is set (OpenAI has no such parameter);
+    a value in ``[generator]`` or ``[llm]`` wins."""
+    from preqrag.components import Context, build
+    from preqrag.config import load_config
+
+    class _Options(_Recorder):
+        def chat_many(self, requests, *, max_tokens, **options):
+            self.options = options
+            return super().chat_many(requests, max_tokens=max_tokens, **options)
+
+    words = {"generator": {"sentence_scorer": "words"}}
+    openai = {"llm": {"backend": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}}
+    for overrides, want in [({}, 1.1), (openai, None), ({"generator": {"repeat_penalty": 1.0}}, 1.0),
+                            ({"llm": {"repeat_penalty": 1.2}}, None)]:
+        cfg = load_config(None, {**overrides, "generator": {**words["generator"], **overrides.get("generator", {})}})
+        llm = _Options()
+        build("generator", "preqrag", Context(cfg, llm=llm)).generate(["Which glaze?"], [["Kaki glaze."]])
+        assert llm.options.get("repeat_penalty") == want, overrides

@@ -617,7 +617,7 @@ def test_non_local_bind_requires_api_key(serve_data, tmp_path, monkeypatch):
     a non-loopback bind without a key, a key variable that is unset, a missing index, an unknown
     preset (run in-process: the command's checks, not a server, are under test)."""
     from preqrag import onnx_runtime
-    from preqrag.serve.cli import ONEDNN_CACHE_ENV
+    from preqrag.commands.serve import ONEDNN_CACHE_ENV
 
     index = serve_data[0]
     for var in ("PREQRAG_TEST_API_KEY", "PREQRAG_UNSET_KEY_VAR"):
@@ -823,7 +823,7 @@ def test_failures_timeouts_and_a_full_queue_keep_the_server_up(fake_server):
 
 
 def test_is_loopback():
-    from preqrag.serve.cli import is_loopback
+    from preqrag.commands.serve import is_loopback
 
     assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.0.0.2", "[::1]"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.4", "example.org"))

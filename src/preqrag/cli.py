@@ -334,7 +334,8 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
         task = bar.add_task("answering", total=None)
         try:
             summary = run_questions(pipeline, questions, output, limit=limit, deadline=due, executor=executor,
-                                    on_progress=lambda d, t: bar.update(task, completed=d, total=t))
+                                    on_progress=lambda d, t: bar.update(task, completed=d, total=t),
+                                    read=(qs, bad))
         except OSError as e:
             if not out_of_space(e):
                 raise
@@ -426,16 +427,16 @@ def show_config(config: Optional[Path] = ConfigOpt,
 
 
 def _register_sub_commands() -> None:
-    """Commands that live with their stage (classifier training and prediction, evaluation, the
-    API, DoTA topics, TREC, learned models, model install): each module's ``register(app)``.
+    """The sub-commands of :mod:`preqrag.commands` (classifier training and prediction, evaluation,
+    the API, DoTA topics, TREC, learned models, model install): each module's ``register(app)``.
     An import error here is a bug or a broken install, and surfaces."""
-    from .classifiers import cli as classifiers_cli
-    from .dota import cli as dota_cli
-    from .evaluation import cli as evaluation_cli
-    from .learned import cli as learned_cli
-    from .llm import cli as llm_cli
-    from .serve import cli as serve_cli
-    from .trec import cli as trec_cli
+    from .commands import classifiers as classifiers_cli
+    from .commands import dota as dota_cli
+    from .commands import evaluation as evaluation_cli
+    from .commands import learned as learned_cli
+    from .commands import llm as llm_cli
+    from .commands import serve as serve_cli
+    from .commands import trec as trec_cli
 
     for module in (classifiers_cli, evaluation_cli, serve_cli, dota_cli, trec_cli, learned_cli, llm_cli):
         module.register(app)

@@ -1,6 +1,6 @@
 """What every ``preqrag`` command shares: the error console, the ``--config`` option, and opening
 the configuration and the pipeline with clear errors (exit 2) before the first question. Used by
-:mod:`preqrag.cli` and the sub-commands that live with their stage (``*/cli.py``)."""
+:mod:`preqrag.cli` and its sub-commands (:mod:`preqrag.commands`)."""
 
 from __future__ import annotations
 

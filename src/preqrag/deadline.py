@@ -44,7 +44,7 @@ import json
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -169,8 +169,8 @@ def resolve_deadline(output: str | Path, spec: str | None, now: datetime | None 
 
 def level_overrides(cfg: PipelineConfig, level: int) -> dict:
     """The settings of degradation ``level`` (an index in ``cfg.deadline.levels``) over ``cfg``:
-    every step of levels 1..``level`` applied (the extractive generator itself is not a
-    setting; :func:`level_pipelines` puts it in)."""
+    every step of levels 1..``level`` applied (``extractive``: the registered ``extractive``
+    generator, :class:`preqrag.answering.ExtractiveGenerator`, over the top passage)."""
     d = cfg.deadline
     steps = set(d.levels[1:level + 1])
     out: dict[str, dict] = {}
@@ -184,7 +184,7 @@ def level_overrides(cfg: PipelineConfig, level: int) -> dict:
         out["generator"] = {"context_top_k": min(cfg.generator.context_top_k, d.context_top_k),
                             "max_new_tokens": min(cfg.generator.max_new_tokens, d.max_new_tokens)}
     if "extractive" in steps:
-        out.setdefault("generator", {})["context_top_k"] = 1
+        out.setdefault("generator", {}).update(name="extractive", context_top_k=1)
     return out
 
 
@@ -194,9 +194,7 @@ def level_pipelines(pipeline: Pipeline) -> list[Pipeline]:
     cfg = pipeline.cfg
     out = [pipeline]
     for level in range(1, len(cfg.deadline.levels)):
-        extractive = cfg.deadline.levels[level] == "extractive"
-        gen = ExtractiveGenerator(cfg.deadline.extractive_sentences, cfg.generator.max_words) if extractive else None
-        out.append(pipeline.derive(level_overrides(cfg, level), generator=gen))
+        out.append(pipeline.derive(level_overrides(cfg, level)))
     return out
 
 
@@ -367,6 +365,7 @@ class DeadlineRunner:
 
     def __init__(self, pipeline: Pipeline, deadline: float, clock: Callable[[], float] = time.time):
         self.pipelines = level_pipelines(pipeline)
+        self.cfg = pipeline.cfg
         self.controller = DeadlineController(deadline, pipeline.cfg, clock)
         self.clock = clock
         self.fallbacks = 0
@@ -378,6 +377,18 @@ class DeadlineRunner:
     @property
     def extractive(self) -> Pipeline:
         return self.pipelines[-1]
+
+    def answered_batches(self, batches: list[list[Question]]) -> Iterator[tuple[int, list[Outcome]]]:
+        """Yield ``(questions done so far, outcomes)`` per batch, in order, each batch at the
+        level chosen for it (:meth:`answer`; no overlap of batches: the level of a batch depends
+        on the pace of the one before). The executor of :func:`preqrag.runner.run_questions`."""
+        left = sum(len(b) for b in batches)
+        done = 0
+        for b in batches:
+            outcomes = self.answer(b, left)
+            left -= len(b)
+            done += len(b)
+            yield done, outcomes
 
     def answer(self, batch: list[Question], remaining: int) -> list[Outcome]:
         """Answer ``batch`` (``remaining`` questions left, this batch included) by the cut-off.
@@ -476,13 +487,15 @@ class DeadlineRunner:
                 o.trace.degradation_level = level
         return outcomes
 
-    def _extract(self, prepared: list[Outcome], why: str) -> list[Outcome]:
-        """Extractive answers for prepared outcomes (failures pass through)."""
+    def _extract(self, prepared: list[Outcome], why: str | list[str]) -> list[Outcome]:
+        """Extractive answers for prepared outcomes (failures pass through); ``why`` (one for
+        all, or one per outcome) is recorded in each answered trace's fallbacks."""
         k = self.extractive.cfg.generator.context_top_k
-        for o in prepared:
+        reasons = [why] * len(prepared) if isinstance(why, str) else why
+        for o, reason in zip(prepared, reasons):
             if o.trace is not None and o.failure is None:
                 o.trace.context_ids = o.trace.context_ids[:k]
-                o.trace.fallbacks.append(why)
+                o.trace.fallbacks.append(reason)
         done = self.extractive.generate(prepared)
         self.fallbacks += sum(o.answer is not None for o in done)
         return self._mark(done, self.controller.last)
@@ -494,15 +507,8 @@ class DeadlineRunner:
         if not failed:
             return outcomes
         again = [Outcome(outcomes[i].question, trace=outcomes[i].trace) for i in failed]
-        why = "deadline: generation failed ({}); extractive answer"
-        for i, o in zip(failed, again):
-            o.trace.fallbacks.append(why.format(outcomes[i].failure.error))
-        k = self.extractive.cfg.generator.context_top_k
-        for o in again:
-            o.trace.context_ids = o.trace.context_ids[:k]
-        done = self.extractive.generate(again)
-        self.fallbacks += sum(o.answer is not None for o in done)
-        self._mark(done, self.controller.last)
+        done = self._extract(again, [f"deadline: generation failed ({outcomes[i].failure.error}); extractive answer"
+                                     for i in failed])
         out = list(outcomes)
         for i, o in zip(failed, done):
             out[i] = o

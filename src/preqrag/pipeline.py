@@ -44,7 +44,7 @@ from .config import PipelineConfig
 from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
                       Ranking, SubQuery, Trace)
 from .stages import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generated, Generator, LLMError, Merger,
-                     RerankStep, Rewriter, StageError)
+                     RerankStep, Retriever, Rewriter, StageError)
 
 
 def _isolated(items: list, run_batch: Callable[[list], list["Outcome"]],
@@ -105,6 +105,22 @@ def _named_chain(ctx: Context, reuse: list[tuple[str, RerankStep]] | None = None
     return out
 
 
+
+def retrievers_of(cfg: PipelineConfig, index, ctx: Context) -> list[tuple[str, Retriever, int, str]]:
+    """The first-stage retrievers of a pipeline, the one place they come from: ``(trace key,
+    retriever, top-k, the sub-query field it searches)`` for BM25 (``retrieval.use_sparse``: the
+    index's ``sparse``, ``sparse_top_k``, the BM25 rewrite), dense retrieval (``use_dense`` and an
+    index with vectors: ``dense``, ``dense_top_k``, the dense rewrite) and each registered
+    ``retrieval.extra`` retriever (``dense_top_k``, the dense rewrite), in that order."""
+    r = cfg.retrieval
+    out: list[tuple[str, Retriever, int, str]] = []
+    if r.use_sparse:
+        out.append(("sparse", index.sparse, r.sparse_top_k, "sparse"))
+    if r.use_dense and index.dense is not None:
+        out.append(("dense", index.dense, r.dense_top_k, "dense"))
+    out += [(name, build("retriever", name, ctx), r.dense_top_k, "dense") for name in r.extra]
+    return out
+
 class Pipeline:
     """The slot sequence over an opened index (:class:`~preqrag.index.Index`, or a
     :class:`~preqrag.milvus.MilvusIndex`).
@@ -137,7 +153,7 @@ class Pipeline:
         self.generator = generator
         self.llm = llm
         self.ctx = ctx if ctx is not None else Context(cfg, index, llm)
-        self.extra_retrievers = [build("retriever", name, self.ctx) for name in cfg.retrieval.extra]
+        self.retrievers = retrievers_of(cfg, index, self.ctx)
         self.rerank_names: list[str] | None = None  # registry names of rerank_chain's steps (None: unknown)
         self.merge = merge if merge is not None else build("merge", "interleave", self.ctx)
         if learned_models is None:
@@ -221,14 +237,6 @@ class Pipeline:
                           merge=merge, ctx=ctx)
         pipe.rerank_names = [n for n, _ in chain]
         return pipe
-
-    @property
-    def reranker(self):
-        """The cross-encoder of the rerank chain, or None (kept for callers of the old API)."""
-        for step in self.rerank_chain:
-            if getattr(step, "name", None) == "cross-encoder":
-                return step.reranker
-        return None
 
     def warm_up(self) -> None:
         """Load every model the components use (embedder, rerankers, LLM) now, so that the
@@ -330,13 +338,7 @@ class Pipeline:
 
         # 2. retrieve: one call per retriever for every query of the batch
         slots = [(qi, si) for qi, p in enumerate(plans) for si in range(len(p.sub_queries))]
-        retrievers = []  # (trace key, retriever, k, which sub-query text it gets)
-        if cfg.retrieval.use_sparse:
-            retrievers.append(("sparse", self.index.sparse, cfg.retrieval.sparse_top_k, "sparse"))
-        if cfg.retrieval.use_dense and self.index.dense is not None:
-            retrievers.append(("dense", self.index.dense, cfg.retrieval.dense_top_k, "dense"))
-        for name, retriever in zip(cfg.retrieval.extra, self.extra_retrievers):
-            retrievers.append((name, retriever, cfg.retrieval.dense_top_k, "dense"))
+        retrievers = self.retrievers  # (trace key, retriever, k, which sub-query text it gets)
         lists: dict[str, list[list[Ranking]]] = {}  # retriever -> per slot: [primary, *extra]
         for key, retriever, k, field in retrievers:
             queries: list[str] = []

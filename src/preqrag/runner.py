@@ -26,17 +26,18 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .io import (InputError, append_jsonl, atomic_write_text, read_jsonl_tolerant, read_questions, sidecar,
                  stats_path)
+from .config import PipelineConfig
+from .deadline import DeadlineRunner, level_counts
 from .pipeline import Outcome, Pipeline
 from .records import Failure, Question
 from .timing import model_busy_seconds, model_calls, model_seconds, model_usage_since
 
 if TYPE_CHECKING:
     from .deadline import Deadline
-    from .distributed import RayExecutor
 
 
 @dataclass
@@ -107,17 +108,31 @@ def _answered_batches(pipeline: Pipeline, batches: list[list[Question]]) -> Iter
             yield done, pipeline.generate(prepared)
 
 
-def _deadline_batches(batches: list[list[Question]], runner) -> Iterator[tuple[int, list[Outcome]]]:
-    """As :func:`_answered_batches`, each batch at the level ``runner``
-    (:class:`preqrag.deadline.DeadlineRunner`) chooses for it (no overlap: the level of a
-    batch depends on the pace of the one before)."""
-    left = sum(len(b) for b in batches)
-    done = 0
-    for b in batches:
-        outcomes = runner.answer(b, left)
-        left -= len(b)
-        done += len(b)
-        yield done, outcomes
+class Executor(Protocol):
+    """What answers the batches of :func:`run_questions`: :class:`LocalExecutor` (the pipeline in
+    this process), :class:`preqrag.deadline.DeadlineRunner` (a level per batch, to a deadline),
+    :class:`preqrag.distributed.RayExecutor` (Ray actors). The runner owns the loop: it reads the
+    questions, skips the answered ones, writes answers, traces and failures as batches complete.
+    With a deadline the executor also has ``fallbacks`` and ``batches`` (its per-batch plans); one
+    whose models run in other processes has ``model_seconds`` and ``model_calls``."""
+
+    cfg: PipelineConfig
+
+    def answered_batches(self, batches: list[list[Question]]) -> Iterator[tuple[int, list[Outcome]]]:
+        """Yield ``(questions done so far, outcomes)`` per batch as batches complete."""
+        ...
+
+
+class LocalExecutor:
+    """The pipeline in this process, batch after batch (:func:`_answered_batches`: with
+    ``run.overlap``, batch i+1's retrieval runs while batch i generates)."""
+
+    def __init__(self, pipeline: Pipeline):
+        self.pipeline = pipeline
+        self.cfg = pipeline.cfg
+
+    def answered_batches(self, batches: list[list[Question]]) -> Iterator[tuple[int, list[Outcome]]]:
+        return _answered_batches(self.pipeline, batches)
 
 
 def _append(path: Path, records: list[dict]) -> None:
@@ -134,7 +149,8 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
                   limit: int | None = None,
                   on_progress: Callable[[int, int], None] | None = None,
                   deadline: "Deadline | None" = None,
-                  executor: "RayExecutor | None" = None) -> RunSummary:
+                  executor: "Executor | None" = None,
+                  read: "tuple[list[Question], list[InputError]] | None" = None) -> RunSummary:
     """Answer every question of ``questions_path`` not yet in ``output``.
 
     Args:
@@ -147,10 +163,12 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
             levels chosen per batch from the measured pace, extractive answers when the LLM
             cannot make it); ``None``: every question at the full pipeline. Its levels are
             ``pipeline.cfg.deadline``.
-        executor: answer the batches on Ray actors instead (:class:`preqrag.distributed.RayExecutor`,
+        executor: an :class:`Executor` to answer the batches instead, e.g. Ray actors (:class:`preqrag.distributed.RayExecutor`,
             ``preqrag run --ray``): this process alone writes answers, traces and failures, batch by
             batch as they complete (so the answer file is in completion order, not file order);
             with ``deadline``, every actor works to the same absolute deadline.
+        read: ``questions_path`` as the caller already read it (:func:`preqrag.io.read_questions`'s
+            ``(questions, errors)``), so that the file is read once; None: read here.
 
     Returns:
         RunSummary (also written to :func:`stats_path`). Bad input lines are in
@@ -165,7 +183,7 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
     ms0, mc0, busy0 = model_seconds(), model_calls(), model_busy_seconds()
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    questions, errors = read_questions(questions_path)
+    questions, errors = read if read is not None else read_questions(questions_path)
     if limit is not None:
         questions = questions[:limit]
     done = answered_ids(output)
@@ -175,18 +193,11 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
     failures: list[Failure] = []
     bs = cfg.run.batch_size
     batches = [todo[start:start + bs] for start in range(0, len(todo), bs)]
-    runner = None
-    if executor is not None:
-        answered_batches = executor.answered_batches(batches)
-        if deadline is not None:
-            runner = executor  # fallbacks and per-batch plans, gathered from the actors
-    elif deadline is not None:
-        from .deadline import DeadlineRunner
-
-        runner = DeadlineRunner(pipeline, deadline.at.timestamp())
-        answered_batches = _deadline_batches(batches, runner)
-    else:
-        answered_batches = _answered_batches(pipeline, batches)
+    if executor is None:
+        executor = (DeadlineRunner(pipeline, deadline.at.timestamp()) if deadline is not None
+                    else LocalExecutor(pipeline))
+    runner = executor if deadline is not None else None  # fallbacks and per-batch plans
+    answered_batches = executor.answered_batches(batches)
     levels: list[int] = []
     last_write: float | None = None  # when this run's last answers were written (epoch seconds)
     for done_count, outcomes in answered_batches:
@@ -207,14 +218,12 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
     lines += [f.model_dump_json() for f in failures]
     atomic_write_text(sidecar(output, "failed"), "".join(line + "\n" for line in lines))
     summary.wall_seconds = time.perf_counter() - t0
-    if executor is not None:  # the models ran in the actors: their own counters
+    if hasattr(executor, "model_seconds"):  # the models ran elsewhere (Ray actors): their own counters
         summary.model_seconds, summary.model_calls = executor.model_seconds, executor.model_calls
         summary.model_busy_seconds = None
     else:
         summary.model_seconds, summary.model_calls = model_usage_since(ms0, mc0)
         summary.model_busy_seconds = model_busy_seconds() - busy0
-    from .deadline import level_counts
-
     summary.levels = level_counts(levels, cfg.deadline.levels)
     if deadline is not None:
         left = deadline.at.timestamp() - time.time()

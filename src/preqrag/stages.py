@@ -9,13 +9,13 @@ All batch methods take and return lists of equal length, in input order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, Union, runtime_checkable
 
 import numpy as np
 
-from .records import Classification, GenerationDetails, QueryPlan, QuestionType, Ranking
+from .records import Classification, GenerationDetails, Passage, QueryPlan, QuestionType, Ranking
 
 
 class LLMError(RuntimeError):
@@ -76,6 +76,17 @@ class LLM(Protocol):
     """
 
     name: str
+
+    @property
+    def context_window(self) -> int:
+        """Tokens the model's context holds, prompt plus reply (``[llm] n_ctx``); generators fit
+        their prompts to it (:func:`preqrag.generation.fit_prompt`)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` in the model's tokenizer; a backend without a local tokenizer
+        (an OpenAI-compatible server) returns the conservative :func:`preqrag.text.approx_tokens`."""
+        ...
 
     def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0,
              schema: OutputSchema | None = None, seed: int | None = None, top_p: float | None = None,
@@ -306,6 +317,8 @@ class Index(Protocol):
 
     sparse: Retriever
     dense: Retriever | None
+    encoder: Encoder | None
+    passages: Mapping[str, Passage]
     manifest: dict
     capabilities: frozenset[str]
 

@@ -24,8 +24,6 @@ from .subquestions import estimate_n_sub_questions
 if TYPE_CHECKING:
     from ..config import PipelineConfig
 
-CLASSIFIER_NAMES: tuple[str, ...] = ("learned", "rules", "llm", "combined")
-"""Valid values of ``cfg.classifier.name``."""
 
 
 @register("classifier", "learned", reads=("classifier",))
@@ -66,6 +64,6 @@ def load_classifier(cfg: "PipelineConfig", llm: LLM | None = None) -> Classifier
 
 
 __all__ = [
-    "CLASSIFIER_NAMES", "CombinedClassifier", "LLMClassifier", "LearnedClassifier", "RulesClassifier",
+    "CombinedClassifier", "LLMClassifier", "LearnedClassifier", "RulesClassifier",
     "estimate_n_sub_questions", "is_multi_by_rules", "load_classifier",
 ]

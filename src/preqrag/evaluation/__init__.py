@@ -8,7 +8,7 @@ Public API::
     judge_answers(run.answers, questions, llm, "judgments.jsonl")           # judge.py
     write_report([...], "report_dir")                                      # report.py
 
-CLI: ``preqrag eval RUN... --questions dev.jsonl -o DIR`` (cli.py).
+CLI: ``preqrag eval RUN... --questions dev.jsonl -o DIR`` (:mod:`preqrag.commands.evaluation`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Markdown + self-contained HTML report and ``metrics.json`` for one or more evaluated runs.
 
-Input is one dict per run (what :func:`preqrag.evaluation.cli.evaluate_run` builds)::
+Input is one dict per run (what :func:`preqrag.commands.evaluation.evaluate_run` builds)::
 
     {"name": str, "summary": {...counts...},
      "retrieval": evaluate_retrieval(...) | None,

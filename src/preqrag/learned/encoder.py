@@ -200,18 +200,9 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
     torch.manual_seed(params.seed)
     key = _pairs_sha256(pairs, params, base.location)
     ckpt = output.with_name(output.name + ".checkpoint")
-    state = {"step": 0, "key": key}
-    resume = False
-    if (ckpt / "state.json").exists():
-        try:
-            saved = json.loads((ckpt / "state.json").read_text())
-            resume = saved.get("key") == key
-        except (OSError, ValueError):
-            resume = False
-        if resume:
-            state = saved
-        else:
-            shutil.rmtree(ckpt, ignore_errors=True)
+    saved = _checkpoint_state(ckpt, key)
+    resume = saved is not None
+    state = saved or {"step": 0, "key": key}
     model = SentenceTransformer(str(ckpt / "model") if resume else base.location, device="cpu")
     model.max_seq_length = params.max_seq_length
     loss = MultipleNegativesRankingLoss(model)
@@ -240,13 +231,11 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
             torch.manual_seed(params.seed * 1_000_003 + step)  # dropout masks independent of resuming
             batch = [pairs[i] for i in order[b * params.batch_size:(b + 1) * params.batch_size]]
             columns = [[qp + qtext[p["qid"]] for p in batch], [pp + text(p["positive"]) for p in batch]]
-            n_neg = min(len(p["negatives"]) for p in batch)
-            for k in range(n_neg):
-                columns.append([pp + text(p["negatives"][k]) for p in batch])
+            columns += [[pp + text(p["negatives"][k]) for p in batch]
+                        for k in range(min(len(p["negatives"]) for p in batch))]
             tokenize = getattr(model, "preprocess", None) or model.tokenize
-            features = [{k: v.to(model.device) if hasattr(v, "to") else v for k, v in tokenize(col).items()}
-                        for col in columns]
-            value = loss(features, None)
+            value = loss([{k: v.to(model.device) if hasattr(v, "to") else v for k, v in tokenize(col).items()}
+                          for col in columns], None)
             optimizer.zero_grad()
             value.backward()
             optimizer.step()
@@ -261,10 +250,39 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
     tmp = output.with_name(output.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save(str(tmp))
-    record = {
+    record = _training_record(pipeline, questions, params, base.location, len(pairs), step, losses, t0)
+    record["model_sha256"] = model_sha256(tmp)
+    atomic_write_text(tmp / ENCODER_RECORD, json.dumps(record, indent=1, sort_keys=True))
+    if output.exists():
+        shutil.rmtree(output)
+    os.replace(tmp, output)
+    shutil.rmtree(ckpt, ignore_errors=True)
+    return record
+def _checkpoint_state(ckpt: Path, key: str) -> dict | None:
+    """The saved ``{"step", "key"}`` of a checkpoint of this training (same pairs, parameters and
+    base model: ``key``), or None; a checkpoint of another training is removed."""
+    try:
+        saved = json.loads((ckpt / "state.json").read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        saved = None
+    if saved is not None and saved.get("key") == key:
+        return saved
+    shutil.rmtree(ckpt, ignore_errors=True)
+    return None
+
+
+def _training_record(pipeline, questions: Sequence[Question], params: EncoderParams, location: str,
+                     n_pairs: int, steps: int, losses: list[float], t0: float) -> dict:
+    """What ``output/preqrag_training.json`` records (``model_sha256`` added by the caller): the
+    base model, parameters, pairs and steps, first and last loss, the retrieval that picked the
+    pairs, the questions trained on (:mod:`preqrag.learned.guard` refuses them in evaluation),
+    seconds and peak memory."""
+    return {
         "format": "preqrag-trained-encoder", "version": 1,
-        "base_model": pipeline.cfg.embedder.name, "base_location": base.location,
-        "params": asdict(params), "n_pairs": len(pairs), "steps": step,
+        "base_model": pipeline.cfg.embedder.name, "base_location": location,
+        "params": asdict(params), "n_pairs": n_pairs, "steps": steps,
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
         "positives": "the gold document's passage ranked highest by the configured retrieval "
                      "(interleave merge), else its first passage",
@@ -275,10 +293,5 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
         "seconds": round(time.perf_counter() - t0, 1),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
-    record["model_sha256"] = model_sha256(tmp)
-    atomic_write_text(tmp / ENCODER_RECORD, json.dumps(record, indent=1, sort_keys=True))
-    if output.exists():
-        shutil.rmtree(output)
-    os.replace(tmp, output)
-    shutil.rmtree(ckpt, ignore_errors=True)
-    return record
+
+

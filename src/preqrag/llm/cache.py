@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..cache import KVStore, content_key
 from ..stages import LLM, LLMError
+from ..text import llm_window, token_counter
 from .structured import schema_key
 
 
@@ -34,13 +35,13 @@ class CachedLLM:
         self.store = KVStore(cache_dir, "llm")
 
     @property
-    def context_window(self) -> int | None:
-        return getattr(self.llm, "context_window", None)
+    def context_window(self) -> int:
+        """The wrapped LLM's window (:func:`preqrag.text.llm_window`: 4096 for one without)."""
+        return llm_window(self.llm)
 
-    @property
-    def count_tokens(self):
-        """The wrapped LLM's token counter, or None when it has none."""
-        return getattr(self.llm, "count_tokens", None)
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the wrapped LLM's counter (:func:`preqrag.text.token_counter`)."""
+        return token_counter(self.llm)(text)
 
     def warm_up(self) -> None:
         """Load the wrapped model now."""

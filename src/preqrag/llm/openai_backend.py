@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 
 from ..config import LLMConfig
 from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, UnsupportedFeature
+from ..text import approx_tokens
 from ..timing import model_time
 from .structured import CHOICE_WRAP_TOKENS, is_choice, response_format, unwrap_reply
 
@@ -204,6 +205,11 @@ class OpenAICompatibleLLM:
         """The server model's window as configured (``llm.n_ctx``); prompts are fitted to it
         with an approximate token count (no local tokenizer)."""
         return self.cfg.n_ctx
+
+    def count_tokens(self, text: str) -> int:
+        """:func:`preqrag.text.approx_tokens` (3 characters per token, conservative): the server's
+        tokenizer is not available here."""
+        return approx_tokens(text)
 
     def _new_client(self):
         try:

@@ -82,7 +82,6 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
     slice for the block; blocks go to disk in order, so the files are written sequentially.
     """
     import bm25s
-    from bm25s import scoring
 
     out_dir = Path(out_dir)
     if out_dir.exists():
@@ -91,10 +90,44 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     model = bm25s.BM25(method=cfg.method, k1=cfg.k1, b=cfg.b)
-    dtype, int_dtype = np.dtype(model.dtype), np.dtype(model.int_dtype)
+    vocab, df, lengths, offsets = _spill_entries(texts, cfg, work, batch_passages, np.dtype(model.int_dtype))
+    n_docs, n_vocab = len(lengths), len(vocab)
+    avg_doc_len = np.float64(lengths.sum(dtype=np.int64)) / n_docs  # = bm25s's np.array(...).mean()
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    nnz = int(indptr[-1])
+    out_tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(out_tmp, ignore_errors=True)
+    out_tmp.mkdir(parents=True)
+    nonocc = _write_scores(out_tmp, work, model, df, indptr, offsets, lengths, avg_doc_len, block_entries)
+    np.save(out_tmp / "indptr.csc.index.npy", indptr)
+    if nonocc is not None:
+        np.save(out_tmp / "nonoccurrence_array.index.npy", nonocc)
+    vocab[""] = n_vocab  # bm25s.BM25.index(create_empty_token=True): "" last, no column
+    (out_tmp / "vocab.index.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    params = dict(k1=model.k1, b=model.b, delta=model.delta, method=model.method, idf_method=model.idf_method,
+                  dtype=model.dtype, int_dtype=model.int_dtype, num_docs=n_docs, version=bm25s.__version__,
+                  backend=model.backend)  # the fields bm25s.BM25.save writes
+    (out_tmp / "params.index.json").write_text(json.dumps(params, indent=4))
+    shutil.rmtree(work)
+    os.replace(out_tmp, out_dir)
+    return {"passages": n_docs, "vocabulary": n_vocab, "entries": nnz, "avg_doc_len": float(avg_doc_len)}
 
-    # pass 1: tokenise, number the stems globally, count df and lengths, spill sorted entries
-    # (appended to three files, one batch after another: three open files whatever the corpus size)
+
+def _spill_entries(texts: Iterable[str], cfg: BM25Config, work: Path, batch_passages: int,
+                   int_dtype: np.dtype) -> tuple[dict[str, int], np.ndarray, np.ndarray, list[int]]:
+    """:func:`build_bm25`'s pass 1: tokenise batch by batch, number the stems globally, count
+    document frequencies and lengths, and append each batch's (term, passage, tf) entries, sorted
+    by term, to ``work``/``terms.bin``, ``docs.bin``, ``tf.bin`` (three open files whatever the
+    corpus size).
+
+    Returns:
+        ``(vocab, df, lengths, offsets)``: stem → column; df per column (int64, ``len(vocab)``);
+        passage lengths in tokens (int32, one per passage); entries before each batch.
+
+    Raises:
+        ValueError: no passages.
+    """
     vocab: dict[str, int] = {}
     df = np.zeros(1024, dtype=np.int64)
     lengths: list[np.ndarray] = []
@@ -128,13 +161,27 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
             fh.close()
     if not n_docs:
         raise ValueError("build_bm25: no passages")
-    lengths_all = np.concatenate(lengths)
-    del lengths
-    n_vocab = len(vocab)
-    df = df[:n_vocab]
-    avg_doc_len = np.float64(lengths_all.sum(dtype=np.int64)) / n_docs  # = bm25s's np.array(...).mean()
+    return vocab, df[:len(vocab)], np.concatenate(lengths), offsets
 
-    # idf (and the BM25L/BM25+ non-occurrence scores) exactly as bm25s computes them
+
+def _write_scores(out_tmp: Path, work: Path, model, df: np.ndarray, indptr: np.ndarray, offsets: list[int],
+                  lengths: np.ndarray, avg_doc_len: np.float64, block_entries: int) -> np.ndarray | None:
+    """:func:`build_bm25`'s pass 2: idf (and the BM25L/BM25+ non-occurrence scores) exactly as
+    bm25s computes them, then the CSC score matrix's ``data`` and ``indices`` arrays written to
+    ``out_tmp`` block of whole terms by block (about ``block_entries`` entries each), in term
+    order, each block read from every batch's slice of the spilled files in ``work``.
+
+    Returns:
+        The non-occurrence array (BM25L/BM25+), else None.
+
+    Raises:
+        RuntimeError: the blocks held another number of entries than ``indptr`` says.
+    """
+    from bm25s import scoring
+    from numpy.lib import format as npformat
+
+    dtype, int_dtype = np.dtype(model.dtype), np.dtype(model.int_dtype)
+    n_docs, n_vocab, nnz = len(lengths), len(df), int(indptr[-1])
     doc_frequencies = dict(enumerate(df.tolist()))
     idf_fn = scoring._select_idf_scorer(model.idf_method)
     tfc_fn = scoring._select_tfc_scorer(model.method)
@@ -144,12 +191,7 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
         nonocc = scoring._build_nonoccurrence_array(doc_frequencies, n_docs, idf_fn, tfc_fn, avg_doc_len,
                                                     avg_doc_len, model.k1, model.b, model.delta, model.dtype)
     del doc_frequencies
-    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    nnz = int(indptr[-1])
-
-    # pass 2: blocks of whole terms of about block_entries entries, in term order
-    cuts = [0]
+    cuts = [0]  # blocks of whole terms of about block_entries entries, in term order
     while cuts[-1] < n_vocab:
         t = int(np.searchsorted(indptr, indptr[cuts[-1]] + block_entries, side="right")) - 1
         cuts.append(min(n_vocab, max(t, cuts[-1] + 1)))
@@ -178,44 +220,30 @@ def build_bm25(texts: Iterable[str], cfg: BM25Config, out_dir: str | Path, *,
             f_blk = np.concatenate([p[2] for p in parts]).astype(dtype)
             del parts
             # bm25s.scoring._build_scores_and_indices_for_matrix, vectorised over entries
-            scores = idf[t_blk] * tfc_fn(tf_array=f_blk, l_d=lengths_all[d_blk].astype(np.int64),
+            scores = idf[t_blk] * tfc_fn(tf_array=f_blk, l_d=lengths[d_blk].astype(np.int64),
                                          l_avg=avg_doc_len, k1=model.k1, b=model.b, delta=model.delta)
             if nonocc is not None:
                 scores -= nonocc[t_blk]
             order = np.argsort(t_blk, kind="stable")  # batches are in passage order: rows stay sorted
             yield scores.astype(dtype)[order], d_blk[order]
 
-    out_tmp = out_dir.with_name(out_dir.name + ".tmp")
-    shutil.rmtree(out_tmp, ignore_errors=True)
-    out_tmp.mkdir(parents=True)
     data_path, idx_path = out_tmp / "data.csc.index.npy", out_tmp / "indices.csc.index.npy"
-    from numpy.lib import format as npformat
-
-    with open(data_path, "wb") as fd, open(idx_path, "wb") as fi:
-        for fh, dt in ((fd, dtype), (fi, int_dtype)):
-            npformat.write_array_header_1_0(fh, {"descr": npformat.dtype_to_descr(dt), "fortran_order": False,
-                                                 "shape": (nnz,)})
-        written = 0
-        for data, rows in blocks():
-            data.tofile(fd)
-            rows.astype(int_dtype).tofile(fi)
-            written += len(data)
+    try:
+        with open(data_path, "wb") as fd, open(idx_path, "wb") as fi:
+            for fh, dt in ((fd, dtype), (fi, int_dtype)):
+                npformat.write_array_header_1_0(fh, {"descr": npformat.dtype_to_descr(dt), "fortran_order": False,
+                                                     "shape": (nnz,)})
+            written = 0
+            for data, rows in blocks():
+                data.tofile(fd)
+                rows.astype(int_dtype).tofile(fi)
+                written += len(data)
+    finally:
+        for fh, _ in spilled:
+            fh.close()
     if written != nnz:
         raise RuntimeError(f"build_bm25: wrote {written} entries, expected {nnz}")
-    for fh, _ in spilled:
-        fh.close()
-    np.save(out_tmp / "indptr.csc.index.npy", indptr)
-    if nonocc is not None:
-        np.save(out_tmp / "nonoccurrence_array.index.npy", nonocc)
-    vocab[""] = n_vocab  # bm25s.BM25.index(create_empty_token=True): "" last, no column
-    (out_tmp / "vocab.index.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-    params = dict(k1=model.k1, b=model.b, delta=model.delta, method=model.method, idf_method=model.idf_method,
-                  dtype=model.dtype, int_dtype=model.int_dtype, num_docs=n_docs, version=bm25s.__version__,
-                  backend=model.backend)  # the fields bm25s.BM25.save writes
-    (out_tmp / "params.index.json").write_text(json.dumps(params, indent=4))
-    shutil.rmtree(work)
-    os.replace(out_tmp, out_dir)
-    return {"passages": n_docs, "vocabulary": n_vocab, "entries": nnz, "avg_doc_len": float(avg_doc_len)}
+    return nonocc
 
 
 AUTO_NUMBA_PASSAGES = 1_000_000

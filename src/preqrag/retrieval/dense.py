@@ -383,37 +383,16 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
         if hnsw:
             _hnsw_part(index).hnsw.efConstruction = cfg.hnsw_ef_construction
         if not index.is_trained:
-            rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(n, size=min(n, cfg.train_size), replace=False))
-            # the sample's rows only, each file mapped while its rows are copied: readahead brings in
-            # far more than the sampled rows (at 5M × 256-d the sample of 100,000 touched ~4 GB of the
-            # 5.1 GB of files, which stayed resident while the maps lived)
-            sample = np.concatenate([_rows_of(src, s, rows[(rows >= a) & (rows < b)] - a)
-                                     for src, s, a, b in zip(sources, shards, starts[:-1], starts[1:])])
-            index.train(sample)
-            trained_on = len(sample)
-            del sample
+            trained_on = _train(index, sources, shards, starts, min(n, cfg.train_size))
     else:
         _restore_level_rng(index, resumed_rows)
     seconds_before = float(saved.get("seconds", 0.0))
-    last_checkpoint, checkpoints = time.monotonic(), []
-    # each shard's vectors are read, not mapped, to add them: mapped pages would count in the
-    # build's resident memory (~the whole vector set by the end)
-    first = int(np.searchsorted(starts, resumed_rows))
-    if progress:
-        progress("dense index", resumed_rows, int(n))
-    for i in range(first, len(sources)):
-        src, shard = sources[i], shards[i]
-        arr = np.load(src) if isinstance(src, (str, Path)) else shard
-        index.add(np.ascontiguousarray(arr, dtype=np.float32))
-        del arr
-        if progress:
-            progress("dense index", int(starts[i + 1]), int(n))
-        if (checkpoint_seconds is not None and i + 1 < len(sources)
-                and time.monotonic() - last_checkpoint >= checkpoint_seconds):
-            t_ck = time.perf_counter()
-            _write_checkpoint(index, path, key, trained_on, seconds_before + t_ck - t_start)
-            checkpoints.append(time.perf_counter() - t_ck)
-            last_checkpoint = time.monotonic()
+
+    def checkpoint() -> None:
+        _write_checkpoint(index, path, key, trained_on, seconds_before + time.perf_counter() - t_start)
+
+    checkpoints = _add_shards(index, sources, shards, starts, resumed_rows, checkpoint_seconds, checkpoint,
+                              progress)
     info = {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": trained_on}
     if resumed_rows:
         info["resumed"] = {"rows": resumed_rows, "seconds_before": seconds_before}
@@ -428,6 +407,47 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     for f in _checkpoint_paths(path):
         f.unlink(missing_ok=True)
     return info
+
+
+def _train(index, sources: list, shards: list, starts: np.ndarray, size: int) -> int:
+    """Train ``index`` (IVF/PQ, SQ8) on ``size`` rows sampled uniformly with seed
+    :data:`TRAIN_SEED`; returns the rows used. Only the sample's rows are read, each file mapped
+    while its rows are copied: readahead brings in far more than the sampled rows (at 5M × 256-d
+    the sample of 100,000 touched ~4 GB of the 5.1 GB of files, which stayed resident while the
+    maps lived)."""
+    n = int(starts[-1])
+    rows = np.sort(np.random.default_rng(TRAIN_SEED).choice(n, size=size, replace=False))
+    sample = np.concatenate([_rows_of(src, s, rows[(rows >= a) & (rows < b)] - a)
+                             for src, s, a, b in zip(sources, shards, starts[:-1], starts[1:])])
+    index.train(sample)
+    return len(sample)
+
+
+def _add_shards(index, sources: list, shards: list, starts: np.ndarray, resumed_rows: int,
+                checkpoint_seconds: float | None, checkpoint: Callable[[], None],
+                progress: Callable[[str, int, int], None] | None) -> list[float]:
+    """Add the shards after row ``resumed_rows`` to ``index``, calling ``checkpoint()`` after the
+    first shard that ends ``checkpoint_seconds`` after the last one (never after the last shard);
+    returns the seconds each checkpoint took. Each shard's vectors are read, not mapped: mapped
+    pages would count in the build's resident memory (~the whole vector set by the end)."""
+    n = int(starts[-1])
+    last_checkpoint, checkpoints = time.monotonic(), []
+    if progress:
+        progress("dense index", resumed_rows, n)
+    for i in range(int(np.searchsorted(starts, resumed_rows)), len(sources)):
+        src, shard = sources[i], shards[i]
+        arr = np.load(src) if isinstance(src, (str, Path)) else shard
+        index.add(np.ascontiguousarray(arr, dtype=np.float32))
+        del arr
+        if progress:
+            progress("dense index", int(starts[i + 1]), n)
+        if (checkpoint_seconds is not None and i + 1 < len(sources)
+                and time.monotonic() - last_checkpoint >= checkpoint_seconds):
+            t_ck = time.perf_counter()
+            checkpoint()
+            checkpoints.append(time.perf_counter() - t_ck)
+            last_checkpoint = time.monotonic()
+    return checkpoints
 
 
 class DenseRetriever:

@@ -331,10 +331,8 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
     names = list(factories)
     if set(configs) != set(names):
         raise ValueError("configs and factories must name the same pipelines")
-    gold = dict(gold or {})
     worker = PipelineWorker(factories, max_queue=settings.max_queue, batch_size=settings.batch_size,
                             on_failure=on_failure)
-    ids = itertools.count(1)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -366,8 +364,15 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins),
                            allow_methods=["GET", "POST"], allow_headers=["Authorization", "X-API-Key",
                                                                          "Content-Type"])
+    _add_error_handlers(app)
+    _add_routes(app, _Api(names, settings, worker, dict(gold or {})), configs)
+    _add_page(app)
+    return app
 
-    # ------------------------------------------------------------------ errors
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error as ``{"error": code, "message": text}`` (the module docstring's codes)."""
+
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError):
         return _error(exc.status_code, exc.code, exc.message, headers=exc.headers, **exc.extra)
@@ -392,40 +397,51 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
         log.exception("unexpected error on %s", request.url.path)
         return _error(500, "internal_error", f"{type(exc).__name__}: {exc}")
 
-    # ------------------------------------------------------------------ helpers
-    def pipeline_name(name: str | None) -> str:
+
+class _Api:
+    """What the question routes share: the pipelines' ``names`` (the first is the default), the
+    limits, the worker, the gold documents of known questions; request checks, the wait for the
+    worker, and the response bodies (built from :class:`AnswerBody` and :class:`ErrorBody`)."""
+
+    def __init__(self, names: list[str], settings: ServeSettings, worker: PipelineWorker,
+                 gold: dict[str, list[str]]):
+        self.names, self.settings, self.worker, self.gold = names, settings, worker, gold
+        self._ids = itertools.count(1)
+
+    def pipeline_name(self, name: str | None) -> str:
         if name is None:
-            return names[0]
-        if name not in factories:
-            raise ApiError(422, "unknown_pipeline", f"unknown pipeline {name!r}; known: {', '.join(names)}")
+            return self.names[0]
+        if name not in self.names:
+            raise ApiError(422, "unknown_pipeline", f"unknown pipeline {name!r}; known: {', '.join(self.names)}")
         return name
 
-    def question(text: str, qid: str | int | None, where: str = "question") -> Question:
-        if len(text) > settings.max_question_chars:  # as sent (the schema's maxLength)
-            raise ApiError(422, "question_too_long",
-                           f"{where} has {len(text)} characters; the limit is {settings.max_question_chars}")
+    def question(self, text: str, qid: str | int | None, where: str = "question") -> Question:
+        limit = self.settings.max_question_chars
+        if len(text) > limit:  # as sent (the schema's maxLength)
+            raise ApiError(422, "question_too_long", f"{where} has {len(text)} characters; the limit is {limit}")
         text = text.strip()
         if not text:
             raise ApiError(422, "empty_question", f"{where} is empty")
-        return Question(id=qid if qid is not None else f"q{next(ids)}", question=text)
+        return Question(id=qid if qid is not None else f"q{next(self._ids)}", question=text)
 
-    async def served(request: Request, name: str, op: str, questions: list[Question]) -> list[Served | BaseException]:
+    async def served(self, request: Request, name: str, op: str,
+                     questions: list[Question]) -> list[Served | BaseException]:
         """Submit, then wait (up to the timeout) while watching for the client going away."""
+        worker, timeout = self.worker, self.settings.timeout_s
         try:
             futures = worker.submit(name, op, questions)  # type: ignore[arg-type]
         except NotReady as e:
             raise ApiError(503, "not_ready", str(e), headers={"Retry-After": "5"})
         except QueueFull as e:
             raise ApiError(429, "queue_full", str(e), headers={"Retry-After": str(e.retry_after)})
-        waiting = [asyncio.wrap_future(f) for f in futures]
-        gathered = asyncio.gather(*waiting, return_exceptions=True)
+        gathered = asyncio.gather(*[asyncio.wrap_future(f) for f in futures], return_exceptions=True)
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + settings.timeout_s
+        deadline = loop.time() + timeout
         try:
             while True:
                 left = deadline - loop.time()
                 if left <= 0:
-                    raise ApiError(504, "timeout", f"no answer within {settings.timeout_s:g}s")
+                    raise ApiError(504, "timeout", f"no answer within {timeout:g}s")
                 done, _ = await asyncio.wait({gathered}, timeout=min(0.5, left))
                 if done:
                     return gathered.result()
@@ -438,41 +454,52 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
                 gathered.cancel()
                 gathered.add_done_callback(_retrieved)
 
-    def answer_body(name: str, s: Served, op: str) -> dict[str, Any]:
+    def answer_body(self, name: str, s: Served, op: str) -> dict[str, Any]:
+        """:class:`AnswerBody` of one served question (``answer`` and ``citations`` for
+        ``op = "answer"``; ``id``, ``question`` and ``context`` for ``"retrieve"``)."""
         o = s.outcome
-        body: dict[str, Any] = {"pipeline": name,
-                                "trace": o.trace.model_dump(mode="json") if o.trace is not None else None,
-                                "doc_ids": s.doc_ids,
-                                "gold_doc_ids": gold.get(o.question.question),
-                                "served": {"batch_size": s.batch_size, "queued_s": s.queued_s, "run_s": s.run_s}}
+        fields: dict[str, Any] = dict(
+            pipeline=name, trace=o.trace.model_dump(mode="json") if o.trace is not None else None,
+            doc_ids=s.doc_ids, gold_doc_ids=self.gold.get(o.question.question),
+            served=ServedInfo(batch_size=s.batch_size, queued_s=s.queued_s, run_s=s.run_s))
         if op == "answer":
             a = o.answer
-            body["answer"] = a.model_dump(mode="json") if a is not None else None
-            body["citations"] = _answer_citations(o, a) if a is not None else []
+            fields.update(answer=a.model_dump(mode="json") if a is not None else None,
+                          citations=_answer_citations(o, a) if a is not None else [])
         else:
-            body["id"] = o.question.id
-            body["question"] = o.question.question
-            body["context"] = s.context
-        return body
+            fields.update(id=o.question.id, question=o.question.question, context=s.context)
+        return AnswerBody(**fields).model_dump(mode="json", exclude_unset=True)
 
+    @staticmethod
     def failure_body(s: Served | BaseException) -> dict[str, Any]:
+        """:class:`ErrorBody` of a question that failed (``question_failed``, with its stage) or
+        could not run (``not_ready``)."""
         if isinstance(s, BaseException):
             if isinstance(s, NotReady):
-                return {"error": "not_ready", "message": str(s)}
-            return {"error": "question_failed", "message": f"{type(s).__name__}: {s}", "stage": None}
-        f = s.outcome.failure
-        return {"error": "question_failed", "message": f.error, "stage": f.stage}
+                body = ErrorBody(error="not_ready", message=str(s))
+            else:
+                body = ErrorBody(error="question_failed", message=f"{type(s).__name__}: {s}", stage=None)
+        else:
+            f = s.outcome.failure
+            body = ErrorBody(error="question_failed", message=f.error, stage=f.stage)
+        return body.model_dump(mode="json", exclude_unset=True)
 
-    def single(name: str, op: str, result: Served | BaseException) -> JSONResponse | dict[str, Any]:
+    def single(self, name: str, op: str, result: Served | BaseException) -> JSONResponse | dict[str, Any]:
+        """The response to ``/v1/answer`` or ``/v1/retrieve``: the body, or the failure (500;
+        503 before the models are loaded) with the pipeline and the trace so far."""
         if isinstance(result, BaseException) or result.outcome.failure is not None:
-            fb = failure_body(result)
+            fb = self.failure_body(result)
             status = 503 if fb["error"] == "not_ready" else 500
             trace = (result.outcome.trace.model_dump(mode="json")
                      if not isinstance(result, BaseException) and result.outcome.trace is not None else None)
             return JSONResponse({**fb, "pipeline": name, "trace": trace}, status_code=status)
-        return answer_body(name, result, op)
+        return self.answer_body(name, result, op)
 
-    # ------------------------------------------------------------------ routes
+
+def _add_routes(app: FastAPI, api: _Api, configs: Mapping[str, PipelineConfig]) -> None:
+    """``/healthz`` and the ``/v1`` routes (the module docstring lists them)."""
+    worker, settings, names = api.worker, api.settings, api.names
+
     @app.get("/healthz", tags=["service"], summary="200 once every model is loaded; 503 before",
              responses={503: ERRORS[503]})
     async def healthz():
@@ -485,38 +512,38 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
     @app.post("/v1/answer", tags=["v1"], response_model=None, responses={200: {"model": AnswerBody}, **ERRORS},
               summary="Answer one question: the LiveRAG answer object and its trace")
     async def answer(body: AskRequest, request: Request):
-        name = pipeline_name(body.pipeline)
-        (result,) = await served(request, name, "answer", [question(body.question, body.id)])
-        return single(name, "answer", result)
+        name = api.pipeline_name(body.pipeline)
+        (result,) = await api.served(request, name, "answer", [api.question(body.question, body.id)])
+        return api.single(name, "answer", result)
 
     @app.post("/v1/retrieve", tags=["v1"], response_model=None, responses={200: {"model": AnswerBody}, **ERRORS},
               summary="Every stage but generation: the trace and the passages the LLM would get")
     async def retrieve(body: AskRequest, request: Request):
-        name = pipeline_name(body.pipeline)
-        (result,) = await served(request, name, "retrieve", [question(body.question, body.id)])
-        return single(name, "retrieve", result)
+        name = api.pipeline_name(body.pipeline)
+        (result,) = await api.served(request, name, "retrieve", [api.question(body.question, body.id)])
+        return api.single(name, "retrieve", result)
 
     @app.post("/v1/batch", tags=["v1"], response_model=None, responses={200: {"model": BatchBody}, **ERRORS},
               summary="Several questions, through the same batched stages as `preqrag run`")
     async def batch(body: BatchRequest, request: Request):
-        name = pipeline_name(body.pipeline)
+        name = api.pipeline_name(body.pipeline)
         if not body.questions:
             raise ApiError(422, "empty_question", "questions is empty")
         limit = min(settings.max_batch, settings.max_queue)
         if len(body.questions) > limit:
             raise ApiError(422, "too_many_questions",
                            f"{len(body.questions)} questions; at most {limit} per request")
-        qs = [question(q, None, f"questions[{i}]") if isinstance(q, str)
-              else question(q.question, q.id, f"questions[{i}]") for i, q in enumerate(body.questions)]
+        qs = [api.question(q, None, f"questions[{i}]") if isinstance(q, str)
+              else api.question(q.question, q.id, f"questions[{i}]") for i, q in enumerate(body.questions)]
         op = "retrieve" if body.retrieve_only else "answer"
-        results = await served(request, name, op, qs)
+        results = await api.served(request, name, op, qs)
         out = []
         for q, r in zip(qs, results):
             if isinstance(r, BaseException) or r.outcome.failure is not None:
-                out.append({"id": q.id, "question": q.question, **failure_body(r)})
+                out.append(BatchResult(id=q.id, question=q.question, **api.failure_body(r)))
             else:
-                out.append({"id": q.id, **answer_body(name, r, op)})
-        return {"pipeline": name, "results": out}
+                out.append(BatchResult(**{**api.answer_body(name, r, op), "id": q.id}))
+        return BatchBody(pipeline=name, results=out).model_dump(mode="json", exclude_unset=True)
 
     @app.get("/v1/config", tags=["v1"], summary="Pipelines, their configuration and the limits",
              responses={401: ERRORS[401]})
@@ -526,13 +553,16 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
                 "limits": {"max_question_chars": settings.max_question_chars,
                            "max_body_bytes": settings.max_body_bytes, "max_batch": settings.max_batch,
                            "max_queue": settings.max_queue, "timeout_s": settings.timeout_s},
-                "examples": list(gold)[:50]}
+                "examples": list(api.gold)[:50]}
 
     @app.get("/v1/stats", tags=["v1"], summary="Queue and worker counters", responses={401: ERRORS[401]})
     async def stats():
         return {"state": worker.state, **worker.stats()}
 
-    # ------------------------------------------------------------------ the page
+
+def _add_page(app: FastAPI) -> None:
+    """The web page at ``/`` and its files under ``/static``, with :data:`PAGE_HEADERS`."""
+
     @app.get("/", include_in_schema=False)
     async def page():
         return FileResponse(STATIC / "index.html", media_type="text/html; charset=utf-8", headers=PAGE_HEADERS)
@@ -544,4 +574,3 @@ def create_app(factories: Mapping[str, Callable[[], Pipeline]], configs: Mapping
             return response
 
     app.mount("/static", _Static(directory=STATIC), name="static")
-    return app

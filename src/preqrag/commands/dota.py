@@ -16,7 +16,7 @@ def register(app) -> None:
                    rebuild: bool = typer.Option(False, "--rebuild", help="Reassign even if topics.npz is current.")):
         """Assign a WebOrganizer topic (DoTA-RAG namespace) to every document of an index, by
         embedding similarity to the topic descriptions; writes <index>/topics.npz."""
-        from .topics import main
+        from ..dota.topics import main
 
         args = ["--index", str(index_dir)] + (["--config", str(config)] if config else []) + \
             (["--rebuild"] if rebuild else [])

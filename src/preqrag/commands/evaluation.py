@@ -16,11 +16,11 @@ from pathlib import Path
 from ..io import read_questions
 from ..records import Question
 from ..stages import LLM
-from . import RunData, load_run
-from .classification import evaluate_classification
-from .judge import judge_answers, judge_is_meaningless, summarise_judgments
-from .retrieval import evaluate_retrieval, gold_docs
-from .report import write_report
+from ..evaluation import RunData, load_run
+from ..evaluation.classification import evaluate_classification
+from ..evaluation.judge import judge_answers, judge_is_meaningless, summarise_judgments
+from ..evaluation.retrieval import evaluate_retrieval, gold_docs
+from ..evaluation.report import write_report
 
 
 def _safe(name: str) -> str:

@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
         try:
             import uvicorn
 
-            from .app import ServeSettings, create_app
+            from ..serve.app import ServeSettings, create_app
         except ImportError as e:
             _fail(f'preqrag serve needs FastAPI and uvicorn: pip install -e ".[serve]" ({e})')
         from ..cli_common import open_config as _config, open_pipeline as _pipeline

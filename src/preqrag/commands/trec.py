@@ -43,8 +43,8 @@ def register(app) -> None:
         are attributed to their best-supporting passages."""
         from ..citations import DEFAULT_THRESHOLD, load_attributor
         from ..config import ConfigError, load_config
-        from .export import ExportError, export_run
-        from .formats import TREC_FORMATS
+        from ..trec.export import ExportError, export_run
+        from ..trec.formats import TREC_FORMATS
 
         if fmt not in TREC_FORMATS:
             err.print(f"[red]error:[/red] --format must be one of {', '.join(TREC_FORMATS)}, not {fmt!r}")
@@ -84,8 +84,8 @@ def register(app) -> None:
                          "Require references to be MS MARCO V2.1 segment ids (the track's collection)."))):
         """Check a LiveRAG answer file or a TREC RAG run: prints every problem as FILE:LINE: FIELD: message;
         exit 1 when there is an error, 0 when there is none (warnings do not fail)."""
-        from .formats import FORMATS
-        from .validate import validate_file
+        from ..trec.formats import FORMATS
+        from ..trec.validate import validate_file
 
         if fmt is not None and fmt not in FORMATS:
             err.print(f"[red]error:[/red] --format must be one of {', '.join(FORMATS)}, not {fmt!r}")

@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
 
         Deterministic: the same file and seed give the same model, byte for byte.
         """
-        from .train import load_labelled, train_model
+        from ..classifiers.train import load_labelled, train_model
         from ..io import atomic_write_text
 
         try:
@@ -60,7 +60,7 @@ def register(app: typer.Typer) -> None:
         Writes one {"id", "question_type"} per line (in input order); bad input lines are
         reported on stderr as file:line: field: message and skipped.
         """
-        from . import load_classifier
+        from ..classifiers import load_classifier
         from ..config import ConfigError, load_config
         from ..io import atomic_write_text, read_questions
 
