@@ -71,9 +71,10 @@ def gold_traces(questions, rankings) -> list:
     return out
 
 
-def md_table(rows: list[dict], cols: list[str]) -> list[str]:
-    """Markdown table lines of ``rows`` (dicts) over ``cols``; a missing or None cell is empty."""
-    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+def md_table(rows: list[dict], cols: list[str], head: list[str] | None = None) -> list[str]:
+    """Markdown table lines of ``rows`` (dicts) over ``cols`` (headed ``head``, default the column
+    names); a missing or None cell is empty. The one table writer of the bench scripts."""
+    out = ["| " + " | ".join(head or cols) + " |", "|" + "---|" * len(cols)]
     return out + ["| " + " | ".join("" if r.get(c) is None else str(r[c]) for c in cols) + " |" for r in rows]
 
 

@@ -35,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, final_retrieval_columns, machine, stage_means  # noqa: E402
+from _common import describe, final_retrieval_columns, machine, md_table, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.evaluation.classification import evaluate_classification, predictions_from_traces  # noqa: E402
@@ -153,18 +153,16 @@ def write_markdown(rows: list[dict], path: Path, command: str) -> None:
              "Quality on the final ranking at document level; seconds/question exclude generation "
              "(rows marked * reused cached model outputs, so their seconds are lower than a cold run's).", "",
              classifier_cv_line(), ""]
+    cols = ["row", "single hit@1", "single hit@10", "single MRR@10", "multi recall@10", "multi all@10",
+            "classifier acc. single / multi", "s/question"]
     for label in dict.fromkeys(r["label"] for r in rows):
-        lines += [f"## {label}", "",
-                  "| row | single hit@1 | single hit@10 | single MRR@10 | multi recall@10 | multi all@10 "
-                  "| classifier acc. single / multi | s/question |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for r in rows:
-            if r["label"] == label:
-                lines.append(f"| {r['name']} | {fmt(r['single_hit@1'])} | {fmt(r['single_hit@10'])} | "
-                             f"{fmt(r['single_mrr@10'])} | {fmt(r['multi_recall@10'])} | {fmt(r.get('multi_all@10'))} | "
-                             f"{fmt(r.get('classifier_accuracy_single'))} / {fmt(r.get('classifier_accuracy_multi'))} | "
-                             f"{r['seconds_per_question']:.3f}{star(r)} |")
-        lines.append("")
+        table = [{"row": r["name"], "single hit@1": fmt(r["single_hit@1"]), "single hit@10": fmt(r["single_hit@10"]),
+                  "single MRR@10": fmt(r["single_mrr@10"]), "multi recall@10": fmt(r["multi_recall@10"]),
+                  "multi all@10": fmt(r.get("multi_all@10")),
+                  "classifier acc. single / multi": f"{fmt(r.get('classifier_accuracy_single'))} / "
+                                                    f"{fmt(r.get('classifier_accuracy_multi'))}",
+                  "s/question": f"{r['seconds_per_question']:.3f}{star(r)}"} for r in rows if r["label"] == label]
+        lines += [f"## {label}", "", *md_table(table, cols), ""]
     atomic_write_text(path, "\n".join(lines))
 
 

@@ -65,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import describe, machine  # noqa: E402
+from _common import describe, machine, md_table  # noqa: E402
 
 from preqrag.citations import DEFAULT_THRESHOLD, Attributor, load_attributor, split_sentences  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
@@ -266,11 +266,11 @@ def markdown(res: dict) -> str:
         f"documents: {cal['best']['gold_documents'] - cal['questions']} of the questions have two, the others one); "
         f"{cal['pairs']} pairs scored in {cal['seconds_scoring']} s on the shared machine.", "",
         f"Command: `{cmd_cal}`", "",
-        "| threshold | precision | recall | F1 | cited passages |", "|---|---|---|---|---|",
+        *md_table([{**r, "threshold": f"{r['threshold']}"
+                    + (" **(chosen)**" if r["threshold"] == cal["best"]["threshold"] else "")} for r in cal["grid"]],
+                  ["threshold", "precision", "recall", "f1", "cited_passages"],
+                  head=["threshold", "precision", "recall", "F1", "cited passages"]),
     ]
-    for r in cal["grid"]:
-        mark = " **(chosen)**" if r["threshold"] == cal["best"]["threshold"] else ""
-        lines.append(f"| {r['threshold']}{mark} | {r['precision']} | {r['recall']} | {r['f1']} | {r['cited_passages']} |")
     lines += [
         "", f"Chosen: threshold {cal['best']['threshold']} (best F1), shipped as "
         "`preqrag.citations.DEFAULT_THRESHOLD`.", "",
@@ -287,18 +287,18 @@ def markdown(res: dict) -> str:
         *res["commands"]["setup"],
         res["commands"]["measure"],
         "```", "",
-        "| answers | citations | precision | recall | F1 | cited passages |", "|---|---|---|---|---|---|",
     ]
-    for label, key in (("system (preqrag run)", "system_answers"),
-                       ("system", "baseline_cite_all_context"),
-                       ("system", "baseline_top1_per_sentence"),
-                       ("reference (smoke.jsonl)", "reference_answers")):
-        how = {"system_answers": f"attributed, threshold {res['threshold']}",
-               "baseline_cite_all_context": "baseline: every context passage",
-               "baseline_top1_per_sentence": "baseline: best passage per sentence, no threshold",
-               "reference_answers": f"attributed, threshold {res['threshold']}"}[key]
-        r = m[key]
-        lines.append(f"| {label} | {how} | {r['precision']} | {r['recall']} | {r['f1']} | {r['cited_passages']} |")
+    how = {"system_answers": f"attributed, threshold {res['threshold']}",
+           "baseline_cite_all_context": "baseline: every context passage",
+           "baseline_top1_per_sentence": "baseline: best passage per sentence, no threshold",
+           "reference_answers": f"attributed, threshold {res['threshold']}"}
+    lines += md_table([{**m[key], "answers": label, "citations": how[key]}
+                       for label, key in (("system (preqrag run)", "system_answers"),
+                                          ("system", "baseline_cite_all_context"),
+                                          ("system", "baseline_top1_per_sentence"),
+                                          ("reference (smoke.jsonl)", "reference_answers"))],
+                      ["answers", "citations", "precision", "recall", "f1", "cited_passages"],
+                      head=["answers", "citations", "precision", "recall", "F1", "cited passages"])
     lines += ["", f"System answers: {m['system_sentences']} sentences, {m['system_uncited_sentences']} citing nothing. "
               "The baselines give every sentence a citation, supported or not; precision and recall at the answer "
               "level do not penalise citing a gold passage for a sentence it does not support, so they favour the "
@@ -312,14 +312,12 @@ def markdown(res: dict) -> str:
             f"The {ra['questions']} reference answers of `smoke.jsonl` attributed at threshold {res['threshold']} to "
             f"the top-{ra['context_top_k']} passages of the `hybrid` preset (rerank depth {ra['rerank_depth']}): "
             "attribution alone, on every smoke question, without the generator.", "",
-            f"Command: `{res['commands']['reference']}`", "",
-            "| questions | precision | recall | F1 | context recall | cited passages |", "|---|---|---|---|---|---|",
-            f"| all ({ra['all']['answers']}) | {ra['all']['precision']} | {ra['all']['recall']} | {ra['all']['f1']} | "
-            f"{ra['context_recall']} | {ra['all']['cited_passages']} |"]
-        for n in (1, 2):
-            r = ra[f"n_gold_{n}"]
-            lines.append(f"| {n} gold document{'s' if n == 2 else ''} ({r['answers']}) | {r['precision']} | "
-                         f"{r['recall']} | {r['f1']} | {r['context_recall']} | {r['cited_passages']} |")
+            f"Command: `{res['commands']['reference']}`", ""]
+        groups = [{**ra["all"], "questions": f"all ({ra['all']['answers']})", "context_recall": ra["context_recall"]}]
+        groups += [{**ra[f"n_gold_{n}"], "questions": f"{n} gold document{'s' if n == 2 else ''} "
+                                                     f"({ra[f'n_gold_{n}']['answers']})"} for n in (1, 2)]
+        lines += md_table(groups, ["questions", "precision", "recall", "f1", "context_recall", "cited_passages"],
+                          head=["questions", "precision", "recall", "F1", "context recall", "cited passages"])
         lines.append("")
     lines += ["Gold documents are the documents each question was generated from; a passage of another document "
               "may support a sentence as well, so precision is a lower bound. Recall is bounded by the context "

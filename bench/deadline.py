@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import describe, final_retrieval_columns, machine  # noqa: E402
+from _common import describe, final_retrieval_columns, machine, md_table  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.deadline import level_pipelines, parse_deadline  # noqa: E402
@@ -184,25 +184,24 @@ def write_markdown(data: dict, path: Path) -> None:
              "Each run starts from a fresh output; model loading counts against the deadline. `levels`: questions "
              "answered per degradation level (0 full, 1 no LLM rewriting, 2 rerank depth cut, 3 shorter context, "
              "4 extractive, no LLM); `fallbacks`: answers made extractive after an LLM call hit the batch's "
-             "cut-off or failed.", "",
-             "| questions | deadline | deadline_s | wall_s | answered | in time | levels (0/1/2/3/4) | fallbacks | date |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in data.get("rows", []):
-        levels = "/".join(str(r["levels"].get(str(i), 0)) for i in range(len(r["level_names"])))
-        lines.append(f"| {r['questions']} | {r['deadline']} | {r['deadline_s']:.0f} | {r['wall_s']:.0f} | "
-                     f"{r['answered']} | {'yes' if r['finished_before_deadline'] else 'NO'} | {levels} | "
-                     f"{r['fallbacks']} | {r.get('date', '–')} |")
+             "cut-off or failed.", ""]
+    runs = [{"questions": r["questions"], "deadline": r["deadline"], "deadline_s": f"{r['deadline_s']:.0f}",
+             "wall_s": f"{r['wall_s']:.0f}", "answered": r["answered"],
+             "in time": "yes" if r["finished_before_deadline"] else "NO",
+             "levels (0/1/2/3/4)": "/".join(str(r["levels"].get(str(i), 0)) for i in range(len(r["level_names"]))),
+             "fallbacks": r["fallbacks"], "date": r.get("date", "–")} for r in data.get("rows", [])]
+    lines += md_table(runs, ["questions", "deadline", "deadline_s", "wall_s", "answered", "in time",
+                             "levels (0/1/2/3/4)", "fallbacks", "date"])
     if data.get("levels"):
         lines += ["", "## What each level costs (retrieval, no generation)", "",
                   "Final ranking at document level (ranx); context hit: a gold document among the passages the "
-                  "answer is written from (multi-doc: share of gold documents).", "",
-                  "| sample | level | single hit@1 | single hit@10 | multi recall@10 | context hit (k) | "
-                  "retrieval s/question |", "|---|---|---|---|---|---|---|"]
-        for r in data["levels"]:
-            lines.append(f"| {r['label']} | {r['level']} {r['name']} | {fmt(r['single_hit@1'])} | "
-                         f"{fmt(r['single_hit@10'])} | {fmt(r['multi_recall@10'])} | "
-                         f"{fmt(r['context_hit'])} ({r['context_top_k']}) | "
-                         f"{r['retrieval_seconds_per_question']:.3f} |")
+                  "answer is written from (multi-doc: share of gold documents).", ""]
+        levels = [{"sample": r["label"], "level": f"{r['level']} {r['name']}", "single hit@1": fmt(r["single_hit@1"]),
+                   "single hit@10": fmt(r["single_hit@10"]), "multi recall@10": fmt(r["multi_recall@10"]),
+                   "context hit (k)": f"{fmt(r['context_hit'])} ({r['context_top_k']})",
+                   "retrieval s/question": f"{r['retrieval_seconds_per_question']:.3f}"} for r in data["levels"]]
+        lines += md_table(levels, ["sample", "level", "single hit@1", "single hit@10", "multi recall@10",
+                                   "context hit (k)", "retrieval s/question"])
     atomic_write_text(path, "\n".join(lines) + "\n")
 
 

@@ -42,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, final_retrieval_columns, machine  # noqa: E402
+from _common import describe, final_retrieval_columns, machine, md_table  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.evaluation.retrieval import gold_docs  # noqa: E402
@@ -317,20 +317,23 @@ def write_markdown(rows: list[dict], path: Path) -> None:
              "sharing gold documents); rows without training are scored on the same questions. Training "
              "time and peak RSS per fold; ranker ms/question = feature extraction + LightGBM predict "
              "(predict alone in the JSON). Each row's command is in learned.json.", ""]
+    cols = ["row", "single hit@1", "single hit@10", "single MRR@10", "multi recall@10", "multi all@10", "s/question",
+            "ranker ms/q", "training s/fold", "training peak RSS MB"]
     for label in dict.fromkeys(r["label"] for r in rows):
-        lines += [f"## {label}", "",
-                  "| row | single hit@1 | single hit@10 | single MRR@10 | multi recall@10 | multi all@10 | "
-                  "s/question | ranker ms/q | training s/fold | training peak RSS MB |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+        table = []
         for r in rows:
             if r["label"] != label:
                 continue
             train_s = r.get("training_seconds_per_fold", r.get("encoder_training_seconds_per_fold"))
             rss = r.get("training_peak_rss_mb", r.get("encoder_training_peak_rss_mb"))
-            lines.append(f"| {r['name']} | {fmt(r['single_hit@1'])} | {fmt(r['single_hit@10'])} | "
-                         f"{fmt(r['single_mrr@10'])} | {fmt(r['multi_recall@10'])} | {fmt(r.get('multi_all@10'))} | "
-                         f"{r['seconds_per_question']:.3f} | {fmt(r.get('ranker_ms_per_question'))} | "
-                         f"{'–' if train_s is None else train_s} | {'–' if rss is None else rss} |")
+            table.append({"row": r["name"], "single hit@1": fmt(r["single_hit@1"]),
+                          "single hit@10": fmt(r["single_hit@10"]), "single MRR@10": fmt(r["single_mrr@10"]),
+                          "multi recall@10": fmt(r["multi_recall@10"]), "multi all@10": fmt(r.get("multi_all@10")),
+                          "s/question": f"{r['seconds_per_question']:.3f}",
+                          "ranker ms/q": fmt(r.get("ranker_ms_per_question")),
+                          "training s/fold": "–" if train_s is None else train_s,
+                          "training peak RSS MB": "–" if rss is None else rss})
+        lines += [f"## {label}", "", *md_table(table, cols)]
         cmds = list(dict.fromkeys(r["command"] for r in rows if r["label"] == label))
         lines += ["", "Command: " + " ; ".join(f"`{c}`" for c in cmds), ""]
     atomic_write_text(path, "\n".join(lines))

@@ -40,7 +40,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _common import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
+from _common import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, md_table, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
@@ -322,23 +322,23 @@ def write_markdown(data: dict, path: Path) -> None:
     lines = [title, "", f"Last run: {describe(data['machine'])}; {data['date']}. Each row's `machine` (JSON) says where "
              "it ran: the CPU's SIMD level below; rows without one come from an earlier session's 2-core AMD EPYC "
              "(seconds are comparable only between rows of the same machine).", "", "A 135M LLM writes weak rewrites and answers: answer-level columns say little "
-             "about the presets with a capable LLM.", "",
-             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+             "about the presets with a capable LLM.", ""]
+    table = []
     for r in [r for r in data["rows"] if r["name"] != "llm-classifier"]:
-        vals = ["" if r.get(c) is None else (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c])) for c in cols]
-        llm = [r.get("llm", "")] if with_llm else []
-        extra = [_parse_cell(r)] if with_llm else []
-        lines.append("| " + " | ".join([r["name"], r["label"]] + llm + vals + extra + [_machine_cell(r)]) + " |")
+        cells = {c: f"{r[c]:.3f}" if isinstance(r.get(c), float) else r.get(c) for c in cols}
+        cells.update({"preset": r["name"], "label": r["label"], "llm": r.get("llm", ""),
+                      "parse fallbacks": _parse_cell(r) if with_llm else None, "machine": _machine_cell(r)})
+        table.append(cells)
+    lines += md_table(table, head)
     lines += coverage_lines(data["rows"])
     classifier = [r for r in data["rows"] if r["name"] == "llm-classifier"]
     if classifier:
         lines += ["", "LLM classifier (`classifier.name = \"llm\"`), gold single = one gold document:", "",
-                  "| llm | label | single accuracy | multi accuracy | accuracy | parse fallbacks | s/question |",
-                  "|---|---|---|---|---|---|---|"]
-        for r in classifier:
-            lines.append(f"| {r['llm']} | {r['label']} | {r['classifier_single_accuracy']} | "
-                         f"{r['classifier_multi_accuracy']} | {r['classifier_accuracy']} | "
-                         f"{r['parse_fallbacks']['classify']} | {r['seconds_per_question']} |")
+                  *md_table([{**r, "parse_fallbacks": r["parse_fallbacks"]["classify"]} for r in classifier],
+                            ["llm", "label", "classifier_single_accuracy", "classifier_multi_accuracy",
+                             "classifier_accuracy", "parse_fallbacks", "seconds_per_question"],
+                            head=["llm", "label", "single accuracy", "multi accuracy", "accuracy", "parse fallbacks",
+                                  "s/question"])]
     lines += ["", "Commands:", ""]
     for r in data["rows"]:
         lines.append(f"- {r['name']} ({r['label']}): `{r.get('command', data.get('command'))}`")

@@ -42,7 +42,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from _common import describe, machine, pct  # noqa: E402
+from _common import describe, machine, md_table, pct  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
@@ -244,19 +244,20 @@ def write_markdown(r: dict, path: Path) -> None:
         f"Batch run: `{run['command']}`  ",
         f"Questions: {s['requests']} requests cycling over `{Path(r['questions_file']).name}`. "
         f"Machine: {describe(r['machine'])}. Date: {r['date']}.", "",
-        "| figure | value | command |", "|---|---|---|",
-        f"| requests answered / refused 429 / other | {s['answered']} / {s['refused_429']} / {s['other']} "
-        f"of {s['requests']} | load |",
-        f"| lost / duplicated / answer for another request | {len(s['lost'])} / {s['duplicated']} / "
-        f"{len(s['mismatched'])} | load |",
-        f"| server start-up to ready (imports + model loading) | {s['startup_seconds']} s | server |",
-        f"| latency p50 / p95 / max (answered) | {s['latency_p50_s']} / {s['latency_p95_s']} / "
-        f"{s['latency_max_s']} s | load |",
-        f"| mean micro-batch size / seconds | {s['mean_batch_size']} / {s['mean_batch_seconds']} s | server |",
-        f"| **serve: questions/hour** (first request to last reply, {s['wall_seconds']} s) | "
-        f"**{s['questions_per_hour']}** | load |",
-        f"| **`preqrag run`: questions/hour** (answering only, {run['wall_seconds_answering']} s; "
-        f"{run['answered']} answered, {run['failed']} failed) | **{run['questions_per_hour']}** | batch run |",
+        *md_table([dict(zip(("figure", "value", "command"), cells)) for cells in (
+            ("requests answered / refused 429 / other",
+             f"{s['answered']} / {s['refused_429']} / {s['other']} of {s['requests']}", "load"),
+            ("lost / duplicated / answer for another request",
+             f"{len(s['lost'])} / {s['duplicated']} / {len(s['mismatched'])}", "load"),
+            ("server start-up to ready (imports + model loading)", f"{s['startup_seconds']} s", "server"),
+            ("latency p50 / p95 / max (answered)",
+             f"{s['latency_p50_s']} / {s['latency_p95_s']} / {s['latency_max_s']} s", "load"),
+            ("mean micro-batch size / seconds", f"{s['mean_batch_size']} / {s['mean_batch_seconds']} s", "server"),
+            (f"**serve: questions/hour** (first request to last reply, {s['wall_seconds']} s)",
+             f"**{s['questions_per_hour']}**", "load"),
+            (f"**`preqrag run`: questions/hour** (answering only, {run['wall_seconds_answering']} s; "
+             f"{run['answered']} answered, {run['failed']} failed)", f"**{run['questions_per_hour']}**", "batch run"),
+        )], ["figure", "value", "command"]),
         "",
         f"{s['clients']} concurrent clients keep the server's queue full enough for micro-batches of up to "
         f"`run.batch_size` questions, the same batched stage calls as `preqrag run`. Ratio serve / run: "

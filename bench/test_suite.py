@@ -80,14 +80,14 @@ def write_testing_md(rows: list[dict]) -> None:
     out = [BEGIN, "",
            f"Latest: **{last['wall_seconds']:.0f} s** ({last['summary']}), `{last['command']}` on "
            f"{describe(last['machine'])}, {last['date']}. Before: **{first['wall_seconds']:.0f} s** "
-           f"({first['summary']}) on {describe(first['machine'])}, {first['date']}.", "",
-           "| file | tests before | tests now | seconds before | seconds now |", "|---|---|---|---|---|"]
+           f"({first['summary']}) on {describe(first['machine'])}, {first['date']}.", ""]
     names = sorted(set(first["files"]) | set(last["files"]),
-                   key=lambda f: -(first["files"].get(f, {}).get("seconds", 0.0)))
-    for f in names:
-        a, b = first["files"].get(f, {}), last["files"].get(f, {})
-        out.append(f"| {f} | {a.get('tests', '')} | {b.get('tests', '')} | {a.get('seconds', '')} | "
-                   f"{b.get('seconds', '')} |")
+                   key=lambda f: (-(first["files"].get(f, {}).get("seconds", 0.0)), f))
+    per_file = [{"file": f, "tests before": first["files"].get(f, {}).get("tests"),
+                 "tests now": last["files"].get(f, {}).get("tests"),
+                 "seconds before": first["files"].get(f, {}).get("seconds"),
+                 "seconds now": last["files"].get(f, {}).get("seconds")} for f in names]
+    out += md_table(per_file, ["file", "tests before", "tests now", "seconds before", "seconds now"])
     out += ["", f"The 25 slowest phases now (`--durations=25`, {last['date']}):", ""]
     out += md_table(last["slowest"], ["seconds", "phase", "test"]) + ["", END]
     text = TESTING_MD.read_text(encoding="utf-8")

@@ -32,7 +32,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from _common import describe, machine, stage_means  # noqa: E402
+from _common import describe, machine, md_table, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
@@ -95,21 +95,21 @@ def write_markdown(r: dict, path: Path) -> None:
         "# Throughput of `preqrag run`", "",
         f"Command: `python bench/throughput.py` → `{r['command']}`  ",
         f"Machine: {describe(r['machine'])}. Date: {r['date']}.", "",
-        "| figure | value |", "|---|---|",
-        f"| questions answered / failed | {r['answered']} / {r['failed']} of {r['questions']} |",
-        f"| wall time (launch to exit) | {wall:.0f} s ({wall / 60:.1f} min) |",
-        f"| of which before the first batch (imports, opening the index; models load lazily inside the run) "
-        f"| {r['startup_seconds']:.0f} s |",
-        f"| **questions per hour** | **{r['questions_per_hour']:.0f}** (target ≥ 250) |",
-        f"| seconds per question | {r['seconds_per_question']:.2f} (LiveRAG budget 14.4) |",
-        f"| **non-model overhead** | **{100 * r['non_model_overhead_fraction']:.1f} %** of wall time (target < 5 %) |",
     ]
-    for kind, s in ms.items():
-        lines.append(f"| inside {kind} inference | {s:.0f} s ({100 * s / wall:.1f} %), "
-                     f"{r['model_calls'].get(kind, 0)} calls |")
-    lines += ["", "Mean seconds per question by stage (from the traces; batch time / batch size):", "",
-              "| stage | s / question |", "|---|---|"]
-    lines += [f"| {s} | {v:.3f} |" for s, v in r["seconds_per_question_by_stage"].items()]
+    figures = [
+        ("questions answered / failed", f"{r['answered']} / {r['failed']} of {r['questions']}"),
+        ("wall time (launch to exit)", f"{wall:.0f} s ({wall / 60:.1f} min)"),
+        ("of which before the first batch (imports, opening the index; models load lazily inside the run)",
+         f"{r['startup_seconds']:.0f} s"),
+        ("**questions per hour**", f"**{r['questions_per_hour']:.0f}** (target ≥ 250)"),
+        ("seconds per question", f"{r['seconds_per_question']:.2f} (LiveRAG budget 14.4)"),
+        ("**non-model overhead**", f"**{100 * r['non_model_overhead_fraction']:.1f} %** of wall time (target < 5 %)"),
+    ] + [(f"inside {kind} inference", f"{s:.0f} s ({100 * s / wall:.1f} %), {r['model_calls'].get(kind, 0)} calls")
+         for kind, s in ms.items()]
+    lines += md_table([{"figure": f, "value": v} for f, v in figures], ["figure", "value"])
+    lines += ["", "Mean seconds per question by stage (from the traces; batch time / batch size):", ""]
+    lines += md_table([{"stage": s, "s / question": f"{v:.3f}"} for s, v in r["seconds_per_question_by_stage"].items()],
+                      ["stage", "s / question"])
     lines += ["", f"Questions with at least one rewrite/classification fallback: {r['questions_with_fallback']}; "
               f"predicted multi-document: {r['predicted_multi']}.", ""]
     atomic_write_text(path, "\n".join(lines))
