@@ -33,12 +33,13 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
+
+from _common import machine as _common_machine, md_table  # noqa: E402
 
 from classifier_speed import measure  # noqa: E402
 
@@ -81,18 +82,10 @@ def by_field(questions, y: np.ndarray, pred: np.ndarray, field: str) -> dict:
 
 
 def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in open("/proc/cpuinfo", encoding="utf-8"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    """:func:`_common.machine` plus the scikit-learn and numpy versions the classifiers ran with."""
     import sklearn
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "scikit_learn": sklearn.__version__, "numpy": np.__version__}
+    return {**_common_machine(), "scikit_learn": sklearn.__version__, "numpy": np.__version__}
 
 
 def run_llm_sample(data, y, preds: dict, sample_size: int, seed: int, threads: int | None,
@@ -134,8 +127,9 @@ def run_llm_sample(data, y, preds: dict, sample_size: int, seed: int, threads: i
 
 def render_md(report: dict) -> str:
     def row(name, r, where="dev 5-fold CV"):
-        ok = "yes" if r["single"] >= TARGET and r["multi"] >= TARGET else "no"
-        return f"| {name} | {where} | {r['single']:.3f} | {r['multi']:.3f} | {r['overall']:.3f} | {r['balanced']:.3f} | {ok} |"
+        return {"classifier": name, "evaluated on": where,
+                **{k: f"{r[k]:.3f}" for k in ("single", "multi", "overall", "balanced")},
+                "≥ 0.90 / 0.90": "yes" if r["single"] >= TARGET and r["multi"] >= TARGET else "no"}
 
     lines = [
         "# Question classifier: single- vs multi-document (PreQRAG §2.1)",
@@ -147,17 +141,17 @@ def render_md(report: dict) -> str:
         "",
         "Protocol: " + report["protocol"],
         "",
-        "| classifier | evaluated on | single acc | multi acc | overall | balanced | ≥ 0.90 / 0.90 |",
-        "|---|---|---|---|---|---|---|",
     ]
-    for name, r in report["candidates"].items():
-        where = "all of dev (no fitting)" if name == "rules (published)" else "dev 5-fold CV"
-        lines.append(row(name + (" **(chosen, default `learned`)**" if name == report["chosen"] else ""), r, where))
+    rows = [row(name + (" **(chosen, default `learned`)**" if name == report["chosen"] else ""), r,
+                "all of dev (no fitting)" if name == "rules (published)" else "dev 5-fold CV")
+            for name, r in report["candidates"].items()]
     if "llm" in report:
         n = report["llm"]["sample"]["n"]
-        for name, r in report["llm"]["results"].items():
-            lines.append(row(name, r, f"fixed sample of {r['n_single'] + r['n_multi']}" if r["n_single"] + r["n_multi"] != n
-                             else f"fixed sample of {n}"))
+        rows += [row(name, r, f"fixed sample of {r['n_single'] + r['n_multi']}" if r["n_single"] + r["n_multi"] != n
+                     else f"fixed sample of {n}") for name, r in report["llm"]["results"].items()]
+    lines += md_table(rows, ["classifier", "evaluated on", "single", "multi", "overall", "balanced", "≥ 0.90 / 0.90"],
+                      head=["classifier", "evaluated on", "single acc", "multi acc", "overall", "balanced",
+                            "≥ 0.90 / 0.90"])
     c = report["candidates"][report["chosen"]]
     lines += [
         "",
@@ -168,18 +162,19 @@ def render_md(report: dict) -> str:
         f"## Chosen model `{report['chosen']}` by DataMorgana category (held-out predictions)",
     ]
     for field, table in report["chosen_by_field"].items():
-        lines += ["", f"| {field} | n | accuracy | single acc (n) | multi acc (n) |", "|---|---|---|---|---|"]
-        for v, r in table.items():
-            s = f"{r['single']:.3f} ({r['n_single']})" if r["n_single"] else "–"
-            m = f"{r['multi']:.3f} ({r['n_multi']})" if r["n_multi"] else "–"
-            lines.append(f"| {v} | {r['n']} | {r['accuracy']:.3f} | {s} | {m} |")
+        lines += ["", *md_table([{field: v, "n": r["n"], "accuracy": f"{r['accuracy']:.3f}",
+                                  "single acc (n)": f"{r['single']:.3f} ({r['n_single']})" if r["n_single"] else "–",
+                                  "multi acc (n)": f"{r['multi']:.3f} ({r['n_multi']})" if r["n_multi"] else "–"}
+                                 for v, r in table.items()],
+                                [field, "n", "accuracy", "single acc (n)", "multi acc (n)"])]
     if report.get("speed"):
         lines += ["", "## Speed (CPU, this machine)", "",
-                  "| classifier | questions/s batched | ms one question (median / p95) | load average before |",
-                  "|---|---|---|---|"]
-        for s in report["speed"]:
-            lines.append(f"| {s['classifier']} | {s['questions_per_s_batched']:,.0f} | {s['ms_single_median']:.2f} / "
-                         f"{s['ms_single_p95']:.2f} | {s['load_average_1min_before']} |")
+                  *md_table([{"classifier": s["classifier"],
+                              "questions/s batched": f"{s['questions_per_s_batched']:,.0f}",
+                              "ms one question (median / p95)": f"{s['ms_single_median']:.2f} / {s['ms_single_p95']:.2f}",
+                              "load average before": s["load_average_1min_before"]} for s in report["speed"]],
+                            ["classifier", "questions/s batched", "ms one question (median / p95)",
+                             "load average before"])]
         lines += ["", f"Batched: all {report['speed'][0]['n_batched']} dev questions in one `classify` call, best of 3; "
                   "one question: 300 single-question calls. Targets: ≥ 1,000 questions/s batched and < 5 ms for one "
                   "question. Loading the shipped model (1.5 MB JSON) plus importing scikit-learn takes ~1 s once."]

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import describe, machine, placeholders  # noqa: E402
+from _common import describe, machine, md_table, placeholders  # noqa: E402
 
 
 def main() -> None:
@@ -183,22 +183,7 @@ def main() -> None:
     md = ["# DoTA-RAG namespace routing: search space and recall", "",
           "Written by bench/dota_routing.py (see its docstring). Fraction searched: passages in the routed "
           "namespaces / all passages (1.0 when no vote parsed).", "",
-          "| router | questions | passages | budget | fraction searched | reduction | no valid vote | valid votes | "
-          "gold doc in namespaces | all gold docs in | dense hit@100 routed / unrouted | "
-          "dense search ms routed / unrouted | route s/question | command |",
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in data["rows"]:
-        votes = f"{r['votes_valid']}/{r['votes_total']}" if r["votes_total"] else "–"
-        budget = r.get("route_budget")
-        all_in = r.get("all_gold_in_namespaces")
-        md.append(f"| {r['router']}{' (' + r['llm'] + ')' if r['llm'] else ''} | {r['n_questions']} | "
-                  f"{r['n_passages']} | {budget if budget is not None else '–'} | "
-                  f"{r['fraction_searched_mean']:.3f} | {r['search_space_reduction']:.1%} | "
-                  f"{r['no_valid_vote']} | {votes} | {_fmt(r['gold_in_namespaces'])} | "
-                  f"{all_in if all_in is not None else '–'} | "
-                  f"{_fmt(r['dense_hit100_routed'])} / {_fmt(r['dense_hit100_unrouted'])} | "
-                  f"{r['dense_search_ms_routed']:.2f} / {r['dense_search_ms_unrouted']:.2f} | "
-                  f"{r['route_seconds_per_question']} | `{r['command']}` |")
+          *table_lines(data["rows"])]
     md += ["", f"Machine: {describe(machine())}."]
     atomic_write_text(args.out.with_suffix(".md"), "\n".join(md) + "\n")
     print(json.dumps({k: v for k, v in row.items() if k not in ("passages_per_topic", "machine")}, indent=2))
@@ -206,6 +191,28 @@ def main() -> None:
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """The Markdown table of the routing rows."""
+    def cells(r: dict) -> dict:
+        budget, all_in = r.get("route_budget"), r.get("all_gold_in_namespaces")
+        return {"router": r["router"] + (f" ({r['llm']})" if r["llm"] else ""), "questions": r["n_questions"],
+                "passages": r["n_passages"], "budget": budget if budget is not None else "–",
+                "fraction searched": f"{r['fraction_searched_mean']:.3f}",
+                "reduction": f"{r['search_space_reduction']:.1%}", "no valid vote": r["no_valid_vote"],
+                "valid votes": f"{r['votes_valid']}/{r['votes_total']}" if r["votes_total"] else "–",
+                "gold doc in namespaces": _fmt(r["gold_in_namespaces"]),
+                "all gold docs in": all_in if all_in is not None else "–",
+                "dense hit@100 routed / unrouted": f"{_fmt(r['dense_hit100_routed'])} / "
+                                                   f"{_fmt(r['dense_hit100_unrouted'])}",
+                "dense search ms routed / unrouted": f"{r['dense_search_ms_routed']:.2f} / "
+                                                     f"{r['dense_search_ms_unrouted']:.2f}",
+                "route s/question": r["route_seconds_per_question"], "command": f"`{r['command']}`"}
+    return md_table([cells(r) for r in rows],
+                    ["router", "questions", "passages", "budget", "fraction searched", "reduction", "no valid vote",
+                     "valid votes", "gold doc in namespaces", "all gold docs in", "dense hit@100 routed / unrouted",
+                     "dense search ms routed / unrouted", "route s/question", "command"])
 
 
 def _fmt(x: float | None) -> str:

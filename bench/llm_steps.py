@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine  # noqa: E402
+from _common import describe, machine, md_table  # noqa: E402
 from presets import fallback_kind  # noqa: E402
 
 from preqrag.io import atomic_write_text  # noqa: E402
@@ -160,15 +160,21 @@ def main(argv=None) -> int:
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     lines = ["# LLM steps with structured output", "", f"Machine: {describe(data['machine'])}; {data['date']}.", "",
              "Each step run alone on dev questions (gold documents as passages); fallbacks counted per step.", "",
-             "| llm | step | questions | calls | parse fallbacks | sense fallbacks | llm errors | s/question | notes |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for r in data["rows"]:
-        notes = ", ".join(f"{k} {r[k]}" for k in ("accuracy", "routed", "sentences", "removed_citations") if k in r)
-        lines.append(f"| {r['llm']} | {r['step']} | {r['questions']} | {r['calls']} | {r['parse_fallbacks']} | "
-                     f"{r['sense_fallbacks']} | {r['llm_errors']} | {r['seconds_per_question']} | {notes} |")
+             *table_lines(data["rows"])]
     lines += ["", "Commands:", ""] + sorted({f"- `{r['command']}`" for r in data["rows"]})
     atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     return 0
+
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """The Markdown table of the step rows (``notes``: accuracy, routed, sentences, removed citations)."""
+    notes = ("accuracy", "routed", "sentences", "removed_citations")
+    return md_table([{**r, "notes": ", ".join(f"{k} {r[k]}" for k in notes if k in r)} for r in rows],
+                    ["llm", "step", "questions", "calls", "parse_fallbacks", "sense_fallbacks", "llm_errors",
+                     "seconds_per_question", "notes"],
+                    head=["llm", "step", "questions", "calls", "parse fallbacks", "sense fallbacks", "llm errors",
+                          "s/question", "notes"])
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from _common import describe, machine  # noqa: E402
+from _common import describe, machine, md_table  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
@@ -99,13 +99,20 @@ def main(argv=None) -> int:
     lines = ["# OpenAI-compatible backend against a real local llama.cpp server", "",
              f"Command: `python bench/openai_backend.py --limit {args.limit} ...`. Machine: {describe(result['machine'])}. "
              f"Date: {result['date']}. Server: {result['server']}; client: concurrency 4, default retries.", "",
-             "| run.overlap | answered / failed | wall s | questions/hour | LLM requests in flight, s | cross-encoder s |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {r['overlap']} | {r['answered']} / {r['failed']} | {r['wall_seconds']} | {r['questions_per_hour']} | "
-              f"{r['llm_in_flight_seconds']} | {r['cross_encoder_seconds']} |" for r in rows]
+             *table_lines(rows)]
     lines += ["", f"Identical answers between the two runs: {same} of {len(a)}.", ""]
     atomic_write_text(out.with_suffix(".md"), "\n".join(lines))
     return 0
+
+
+
+def table_lines(rows: list[dict]) -> list[str]:
+    """The Markdown table of the two runs (``run.overlap`` off and on)."""
+    return md_table([{**r, "answered / failed": f"{r['answered']} / {r['failed']}"} for r in rows],
+                    ["overlap", "answered / failed", "wall_seconds", "questions_per_hour", "llm_in_flight_seconds",
+                     "cross_encoder_seconds"],
+                    head=["run.overlap", "answered / failed", "wall s", "questions/hour", "LLM requests in flight, s",
+                          "cross-encoder s"])
 
 
 if __name__ == "__main__":

@@ -304,11 +304,12 @@ def coverage_lines(rows: list[dict]) -> list[str]:
         for name in presets:
             best.setdefault((name, llm), {})
     lines = ["", "Coverage: for each preset and LLM, the largest question set measured (same fixed-seed sample, "
-             "nested heads), with its multi recall@10 (retrieval) and token F1 (answers); – not measured:", "",
-             "| preset | llm | retrieval: multi recall@10 | answers: token F1 |", "|---|---|---|---|"]
-    for (name, llm), slot in sorted(best.items()):
-        lines.append(f"| {name} | {llm} | {cell(slot.get('retrieval'), 'multi_recall@10')} | "
-                     f"{cell(slot.get('answers'), 'answer_token_f1')} |")
+             "nested heads), with its multi recall@10 (retrieval) and token F1 (answers); – not measured:", ""]
+    lines += md_table([{"preset": name, "llm": llm,
+                        "retrieval: multi recall@10": cell(slot.get("retrieval"), "multi_recall@10"),
+                        "answers: token F1": cell(slot.get("answers"), "answer_token_f1")}
+                       for (name, llm), slot in sorted(best.items())],
+                      ["preset", "llm", "retrieval: multi recall@10", "answers: token F1"])
     return lines
 
 

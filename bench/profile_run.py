@@ -22,7 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from _common import describe, machine  # noqa: E402
+from _common import describe, machine, md_table  # noqa: E402
 
 # (category, is model inference, substrings any of which must occur in the stack), first match wins
 CATEGORIES = [
@@ -91,9 +91,9 @@ def main(argv=None) -> int:
              f"Machine: {describe(machine())}. Date: {datetime.date.today().isoformat()}. "
              f"{total} samples of the main thread while running (idle samples excluded; {background} samples of "
              f"background threads — mostly the progress bar's refresh thread waiting on a condition — left out).", "",
-             "| where | model inference? | samples | share |", "|---|---|---|---|"]
-    for name, n in counts.most_common():
-        lines.append(f"| {name} | {'yes' if model[name] else 'no'} | {n} | {100 * n / total:.1f} % |")
+             *md_table([{"where": name, "model inference?": "yes" if model[name] else "no", "samples": n,
+                         "share": f"{100 * n / total:.1f} %"} for name, n in counts.most_common()],
+                       ["where", "model inference?", "samples", "share"])]
     lines += ["", f"**Inside model inference: {100 * inside / total:.1f} %; outside: "
               f"{100 * (total - inside) / total:.1f} %** (of which start-up — imports, index and model loading — "
               f"{100 * counts['imports and model/index loading'] / total:.1f} %, a fixed cost that a "

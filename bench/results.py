@@ -28,6 +28,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from _common import md_table  # bench/_common.py: the script's folder is on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_JSON = ROOT / "docs" / "bench"
 PAGES = ROOT / "docs" / "results"
@@ -182,12 +184,12 @@ def _rows(ix: list[int]) -> str:
 
 
 def _table(rows: list[dict], cols: list[str], first: str | None = None, firsts: list | None = None) -> list[str]:
-    head = ([first] if first else []) + cols
-    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for j, r in enumerate(rows):
-        lead = [cell(firsts[j])] if first else []
-        out.append("| " + " | ".join(lead + [cell(r.get(c)) if _is_cell(r.get(c)) else "…" for c in cols]) + " |")
-    return out
+    """:func:`_common.md_table` of ``rows`` with every value shown by :func:`cell` (``…`` for what
+    is no table cell), ``first`` a leading column holding ``firsts``."""
+    lead = [" first"] if first else []  # its own key: a record may have a field of the same name
+    shown = [{**({" first": cell(firsts[j])} if first else {}),
+              **{c: cell(r.get(c)) if _is_cell(r.get(c)) else "…" for c in cols}} for j, r in enumerate(rows)]
+    return md_table(shown, lead + cols, head=([first] if first else []) + cols)
 
 
 def page(stem: str, data) -> str:
@@ -228,8 +230,9 @@ def page(stem: str, data) -> str:
     extra = {k: v for k, v in meta.items() if k not in ("command", "machine", "date")}
     fields = _flat(extra)
     if fields:
-        lines += ["## Fields" if rows else "## Figures", "", "| field | value |", "|---|---|"]
-        lines += [f"| {k} | {cell(v) if _is_cell(v) else '…'} |" for k, v in fields] + [""]
+        lines += ["## Fields" if rows else "## Figures", "",
+                  *md_table([{"field": k, "value": cell(v) if _is_cell(v) else "…"} for k, v in fields],
+                            ["field", "value"]), ""]
 
     def sub_tables(name: str, v) -> None:
         if isinstance(v, list) and v and all(isinstance(x, dict) for x in v):
@@ -255,15 +258,17 @@ def index_page(files: dict[str, object]) -> str:
              "What the figures mean, and which setting to choose from them: [presets](presets.md) (the preset "
              "ladder), [indexing](indexing.md), [throughput](throughput.md), [models](models.md), "
              "[testing](testing.md). `preqrag eval`'s report of the default pipeline's smoke answers is in "
-             "`docs/bench/smoke_eval/`.", "",
-             "| benchmark | measured by | current / all rows | machines |", "|---|---|---|---|"]
+             "`docs/bench/smoke_eval/`.", ""]
+    table = []
     for stem, data in files.items():
         rows, meta = split_rows(data)
         script = _script_of(stem, rows, meta) or ""
         cur = current_rows(rows, meta) if rows else []
         machines = sorted({_machine_of(r, meta) for _, r in cur} if rows else {machine_text(meta.get("machine"))})
-        counts = f"{len(cur)} / {len(rows)}" if rows else "one record"
-        lines.append(f"| [{stem}](results/{stem}.md) | `{script}` | {counts} | {'; '.join(machines)} |")
+        table.append({"benchmark": f"[{stem}](results/{stem}.md)", "measured by": f"`{script}`",
+                      "current / all rows": f"{len(cur)} / {len(rows)}" if rows else "one record",
+                      "machines": "; ".join(machines)})
+    lines += md_table(table, ["benchmark", "measured by", "current / all rows", "machines"])
     return "\n".join(lines) + "\n"
 
 

@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import machine, pct  # noqa: E402
+from _common import machine, md_table, pct  # noqa: E402
 from serve_load import _free_port, _post, wait_ready  # noqa: E402
 
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
@@ -211,13 +211,12 @@ def main(argv=None) -> int:
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     md = [f"# Soak run of preqrag serve ({result['date'][:10]})", "", f"Command: `{result['command']}`", "",
           f"{result['requests']} requests from {args.clients} clients over {result['wall_s']} s "
-          f"({result['machine'].get('cpu')}, {result['machine'].get('cores')} cores).", "",
-          "| kind | ok | refused (429) | hung up | wrong | p50 s | p95 s | max s |", "|---|---|---|---|---|---|---|---|"]
-    for k, key in (("answer", "answer"), ("batch", "batch_retrieve_only")):
-        o, lt = outcomes[k], result["latency"][key]
-        f = (lambda x: "—" if x is None else f"{x:.3f}")
-        md.append(f"| {key} | {o['ok']} | {o['refused']} | {o['hung_up']} | {o['wrong']} | {f(lt['p50_s'])} | "
-                  f"{f(lt['p95_s'])} | {f(lt['max_s'])} |")
+          f"({result['machine'].get('cpu')}, {result['machine'].get('cores')} cores).", ""]
+    f = (lambda x: "—" if x is None else f"{x:.3f}")  # noqa: E731
+    md += md_table([{**outcomes[k], "kind": key, **{c: f(result["latency"][key][c]) for c in ("p50_s", "p95_s", "max_s")}}
+                    for k, key in (("answer", "answer"), ("batch", "batch_retrieve_only"))],
+                   ["kind", "ok", "refused", "hung_up", "wrong", "p50_s", "p95_s", "max_s"],
+                   head=["kind", "ok", "refused (429)", "hung up", "wrong", "p50 s", "p95 s", "max s"])
     md += ["", f"Server RSS: {result['rss_mb']['after_100']} MiB after 100 requests, {result['rss_mb']['end']} MiB "
            f"at the end ({result['rss_change_pct']:+.2f} %). Queue after the run: {stats.get('queued')}. "
            f"Answers after the run: {result['answers_after_run']}.", ""]
