@@ -55,9 +55,15 @@ def test_configuration_reference_page_is_current(monkeypatch):
 
 
 def _results_module():
+    """bench/results.py as ``python bench/results.py`` runs it: its folder (bench/_common.py) on the path."""
+    bench = str(ROOT / "bench")
     spec = importlib.util.spec_from_file_location("bench_results", ROOT / "bench" / "results.py")
     mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    sys.path.insert(0, bench)
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(bench)
     return mod
 
 
