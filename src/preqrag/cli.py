@@ -352,13 +352,7 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
               f"{len(summary.input_errors)} bad input lines -> {output}"
               + (f" (failures: {sidecar(output, 'failed')})" if summary.failed or summary.input_errors else ""))
     if summary.deadline is not None:
-        d = summary.deadline
-        per_level = ", ".join(f"{name} {summary.levels.get(str(i), 0)}" for i, name in enumerate(d["level_names"]))
-        left = (f"{d['seconds_left']:.0f} s left" if d["seconds_left"] >= 0
-                else f"passed {-d['seconds_left']:.0f} s ago")
-        err.print(f"deadline {d['deadline']}: {'met' if d['finished_before_deadline'] else 'MISSED'} "
-                  f"({left}); questions per level: {per_level}; "
-                  f"{d['fallbacks']} extractive after an LLM timeout or failure")
+        err.print(summary.deadline_line())
     if summary.failed:
         raise typer.Exit(1)
 

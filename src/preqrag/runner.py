@@ -62,6 +62,18 @@ class RunSummary:
     after an LLM call ran out of time or failed) and ``batches`` (each batch's plan and time,
     :attr:`preqrag.deadline.DeadlineRunner.batches`)."""
 
+    def deadline_line(self) -> str | None:
+        """One line on the deadline, for the console (None without one): met or missed, the
+        seconds left (or past it), questions per level, extractive fallbacks."""
+        d = self.deadline
+        if d is None:
+            return None
+        per_level = ", ".join(f"{name} {self.levels.get(str(i), 0)}" for i, name in enumerate(d["level_names"]))
+        left = (f"{d['seconds_left']:.0f} s left" if d["seconds_left"] >= 0
+                else f"passed {-d['seconds_left']:.0f} s ago")
+        return (f"deadline {d['deadline']}: {'met' if d['finished_before_deadline'] else 'MISSED'} ({left}); "
+                f"questions per level: {per_level}; {d['fallbacks']} extractive after an LLM timeout or failure")
+
     def to_dict(self) -> dict:
         """JSON-ready form (input errors as strings); adds ``model_seconds_total`` and
         ``non_model_overhead_fraction`` = 1 − model seconds / wall seconds of this call."""
