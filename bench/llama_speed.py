@@ -97,7 +97,8 @@ def main() -> None:
     for row in rows:
         row["prefill_vs_last"] = round(row["prefill_tokens_per_s"] / base["prefill_tokens_per_s"], 3)
         row["decode_vs_last"] = round(row["decode_tokens_per_s"] / base["decode_tokens_per_s"], 3)
-    result = {"model": args.model, "prompt_tokens": args.prompt_tokens,
+    model = os.path.basename(args.model) if os.path.isabs(args.model) else args.model  # no machine paths in docs/bench
+    result = {"model": model, "prompt_tokens": args.prompt_tokens,
               "decode_tokens": args.decode_tokens, "threads": args.threads, "rows": rows,
               "machine": {"cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c"))),
                           "nproc": os.cpu_count(), "platform": platform.platform()},

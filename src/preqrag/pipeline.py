@@ -105,7 +105,6 @@ def _named_chain(ctx: Context, reuse: list[tuple[str, RerankStep]] | None = None
     return out
 
 
-
 def retrievers_of(cfg: PipelineConfig, index, ctx: Context) -> list[tuple[str, Retriever, int, str]]:
     """The first-stage retrievers of a pipeline, the one place they come from: ``(trace key,
     retriever, top-k, the sub-query field it searches)`` for BM25 (``retrieval.use_sparse``: the
@@ -120,6 +119,7 @@ def retrievers_of(cfg: PipelineConfig, index, ctx: Context) -> list[tuple[str, R
         out.append(("dense", index.dense, r.dense_top_k, "dense"))
     out += [(name, build("retriever", name, ctx), r.dense_top_k, "dense") for name in r.extra]
     return out
+
 
 class Pipeline:
     """The slot sequence over an opened index (:class:`~preqrag.index.Index`, or a
