@@ -7,7 +7,7 @@ For each question: the router's namespaces, by ``--router``:
 * ``dota``: the preset's rewriter (typo-fixing rewrite, 4 votes at temperature 0.6 over
   WebOrganizer's 24 topics), then the parts of the topics nearest the question, its BM25 top
   passages' parts and the voted topics' parts, within ``[dota] route_budget`` of the passages
-  (:class:`preqrag.dota.RoutedDotaRewriter`);
+  (:class:`preqrag.systems.dota.RoutedDotaRewriter`);
 * ``votes``: the paper's choice alone: the 2 most voted topics, whole (§2.2);
 * ``parts``: the parts without LLM votes (no LLM call: similarity and BM25 only);
 * ``embedding``: the 2 topics whose descriptions are most similar to the question's embedding
@@ -60,8 +60,8 @@ def main() -> None:
     args = p.parse_args()
 
     from preqrag.config import load_config
-    from preqrag.dota import load_topics
-    from preqrag.dota.topics import FACET, PART_FACET, TOPIC_NAMES, topic_text
+    from preqrag.systems.dota import load_topics
+    from preqrag.systems.dota.topics import FACET, PART_FACET, TOPIC_NAMES, topic_text
     from preqrag.index import Index
     from preqrag.io import atomic_write_text
     from preqrag.llm import load_llm
@@ -86,7 +86,7 @@ def main() -> None:
     fallbacks = 0
     votes_valid = votes_total = None
     if args.router in ("dota", "votes", "parts"):
-        from preqrag.dota import DotaRewriter, RoutedDotaRewriter
+        from preqrag.systems.dota import DotaRewriter, RoutedDotaRewriter
 
         dcfg = cfg.dota.model_copy(update={"route_votes": 0}) if args.router == "parts" else cfg.dota
         llm = load_llm(cfg.llm, cache_dir=cfg.run.cache_dir)

@@ -75,13 +75,13 @@ def main(argv=None) -> int:
 
     from preqrag.classifiers.llm import LLMClassifier
     from preqrag.config import load_config
-    from preqrag.dota.planning import DotaRewriter
-    from preqrag.cir.generator import CIRGenerator
-    from preqrag.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, nugget_schema, parse_nugget_reply
-    from preqrag.ginger.rewriting import GingerRewriter
+    from preqrag.systems.dota.planning import DotaRewriter
+    from preqrag.systems.cir.generator import CIRGenerator
+    from preqrag.systems.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, nugget_schema, parse_nugget_reply
+    from preqrag.systems.ginger.rewriting import GingerRewriter
     from preqrag.io import read_questions
     from preqrag.llm import load_llm
-    from preqrag.preqrag.rewriting import PreQRAGRewriter
+    from preqrag.systems.preqrag.rewriting import PreQRAGRewriter
 
     questions, _ = read_questions(args.questions)
     if args.sample and args.sample < len(questions):

@@ -36,7 +36,7 @@ CATEGORIES = [
     ("FAISS search", False, ["search_vectors"]),
     ("classification", False, ["classify ("]),
     ("prompt building / token counting", False, ["preqrag/generation.py", "count_tokens"]),
-    ("rewrite parsing", False, ["preqrag/preqrag/rewriting.py"]),
+    ("rewrite parsing", False, ["preqrag/systems/preqrag/rewriting.py"]),
     ("writing answers/traces", False, ["append_jsonl", "atomic_write", "model_dump"]),
 ]
 

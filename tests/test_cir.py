@@ -11,11 +11,11 @@ import pytest
 
 from conftest import TEST_OVERRIDES, config_toml, run_cli
 from preqrag.config import GeneratorConfig, load_config
-from preqrag.cir import CIRConfig
-from preqrag.cir.generator import (EXPERTISE_PROMPTS, CIRGenerator, build_cir_prompt, parse_cir_answer,
+from preqrag.systems.cir import CIRConfig
+from preqrag.systems.cir.generator import (EXPERTISE_PROMPTS, CIRGenerator, build_cir_prompt, parse_cir_answer,
                                     resolve_expertise)
 from preqrag.records import LiveRAGAnswer, Ranking, Trace
-from preqrag.cir.mmr import MMRStep, jaccard, load_mmr_step, minmax, mmr_order
+from preqrag.systems.cir.mmr import MMRStep, jaccard, load_mmr_step, minmax, mmr_order
 from preqrag.stages import LLMError
 
 

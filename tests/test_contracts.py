@@ -149,8 +149,7 @@ LAYERS: list[tuple[str, ...]] = [
     # 2. indexes, retrievers, rerankers
     ("retrieval", "rerankers", "citations", "fusion", "index", "milvus", "backends", "shards"),
     # 3. the systems' components and the evaluation
-    ("classifiers", "rewriting", "generation", "selection", "answering", "preqrag", "cir", "dota", "ginger", "learned",
-     "evaluation", "trec"),
+    ("classifiers", "rewriting", "generation", "selection", "answering", "systems", "learned", "evaluation", "trec"),
     # 4. the pipeline
     ("pipeline",),
     # 5. what runs pipelines: the run loop, the deadline controller, the API, Ray builds and runs
@@ -206,6 +205,23 @@ def _imports() -> dict[str, set[str]]:
                 if t.startswith("preqrag") and t != m:
                     edges[m].add(t)
     return edges
+
+
+def test_systems_stand_alone():
+    """Each built-in system (``preqrag.systems.<name>``) imports the core and never another system, and
+    no core module imports a system by statement (the core names them once, in ``config.SYSTEMS``,
+    and imports them by name): a system can be added or removed as one folder."""
+    from preqrag.config import SYSTEMS
+
+    def system(module: str) -> str:
+        parts = module.split(".")
+        return parts[2] if len(parts) > 2 and parts[1] == "systems" else ""
+
+    edges = _imports()
+    crossing = sorted(f"{a} -> {b}" for a, bs in edges.items() for b in bs
+                      if system(b) and system(a) != system(b))
+    assert not crossing, "imports of a system from outside it:\n" + "\n".join(crossing)
+    assert {m.split(".")[2] for m in edges if system(m)} == {s.rpartition(".")[2] for s in SYSTEMS}
 
 
 def test_no_import_cycle_and_no_upward_import():

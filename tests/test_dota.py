@@ -12,11 +12,11 @@ import pytest
 
 from conftest import TEST_OVERRIDES, config_toml, run_cli
 from preqrag.config import GeneratorConfig, load_config
-from preqrag.dota.settings import DotaConfig
-from preqrag.dota import BM25PruneStep, DotaRewriter, NamespaceRouter, count_votes, load_topics, parse_boxed
-from preqrag.dota.generation import PROMPT, DotaGenerator, aggregate, build_dota_prompt
-from preqrag.dota.planning import REWRITE_PROMPT, ROUTE_PROMPT, parse_typo_rewrite
-from preqrag.dota.topics import FILE, TOPIC_NAMES, TOPICS
+from preqrag.systems.dota.settings import DotaConfig
+from preqrag.systems.dota import BM25PruneStep, DotaRewriter, NamespaceRouter, count_votes, load_topics, parse_boxed
+from preqrag.systems.dota.generation import PROMPT, DotaGenerator, aggregate, build_dota_prompt
+from preqrag.systems.dota.planning import REWRITE_PROMPT, ROUTE_PROMPT, parse_typo_rewrite
+from preqrag.systems.dota.topics import FILE, TOPIC_NAMES, TOPICS
 from preqrag.index import Index
 from preqrag.records import LiveRAGAnswer, Ranking, Trace
 from preqrag.stages import LLMError
@@ -228,7 +228,7 @@ def test_topics_command(small_index):
     import typer
     from typer.testing import CliRunner
 
-    from preqrag.commands.dota import register
+    from preqrag.systems.dota.commands import register
 
     app = typer.Typer()
     register(app)
@@ -241,10 +241,8 @@ def test_topics_command(small_index):
 
 
 def test_routed_dense_search_stays_inside_the_namespaces(index):
-    a = load_topics(index)
+    a = load_topics(index)  # topics.npz: the index reads its topic facet from it when a filter names it
     dense = index.dense
-    if "topic" not in dense.facets:
-        dense.add_facet("topic", a.names, a.labels)
     counts = a.counts()
     routed = sorted((n for n in counts if counts[n]), key=lambda n: counts[n])[:2]  # two smallest non-empty
     allowed = {pid for pid, lab in zip(index.passage_ids, a.labels) if a.names[lab] in routed}
@@ -374,6 +372,38 @@ def test_routed_hybrid_restricts_bm25_and_dense_to_the_chosen_parts(small_index,
     assert len(allowed) < len(pipeline.index.passage_ids)  # the routing did leave passages out
 
 
+def test_routing_reads_the_facets_from_the_index_files_and_changes_no_shared_index(small_index, small_corpus):
+    """The routed rewriter changes nothing the index's users share: it writes the topic assignment
+    file, and the index reads its facets from that file, again when the file changes (another
+    ``route_parts``, as a derived pipeline may ask)."""
+    from preqrag.pipeline import Pipeline
+    from preqrag.records import Question
+
+    cfg = load_config(None, TEST_OVERRIDES, pipeline="dota")
+    llm = ScriptedLLM(lambda m, t, s: vote("Health") if _is_route(m) else rewritten(m[-1]["content"].split("\n")[-1]))
+    pipeline = Pipeline.from_config(small_index, cfg, llm=llm)
+    facets = pipeline.index.sparse.facets
+    assert pipeline.index.dense.facets is facets
+    q = Question(id="q", question=small_corpus[2][3]["question"])
+    pipeline.rewriter.plan([q.question], ["single"])
+    assert "namespace" not in facets  # planning touched no facet of the shared index
+    (trace,) = pipeline.retrieve([q])
+    first = facets.facets["namespace"]
+    assert set(trace.plan.sub_queries[0].filters["namespace"]) <= set(first[0])
+    pipeline.retrieve([q])
+    assert facets.facets["namespace"] is first  # read once while the file stays as it is
+    fewer = pipeline.derive({"dota": {"route_parts": 1}})  # one part per topic: the file is rewritten
+    (trace,) = fewer.retrieve([q])
+    assert facets.facets["namespace"] is not first  # re-read from the new file
+    parts = trace.plan.sub_queries[0].filters["namespace"]
+    with np.load(small_index / FILE) as z:
+        part_of, part_names = z["parts"], [str(n) for n in z["part_names"]]
+        assert int(z["parts_per_topic"]) == 1 and facets.facets["namespace"][0] == part_names
+    allowed = {pid for pid, p in zip(fewer.index.passage_ids, part_of) if part_names[int(p)] in parts}
+    assert set(trace.rankings["dense"][0].ids) <= allowed
+    load_topics(pipeline.index, parts_per_topic=cfg.dota.route_parts)  # leave the default file for the others
+
+
 def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
     """``preqrag run`` with ``pipeline = "dota"`` and the bundled models: schema-valid LiveRAG
     answers, traces with every slot (routing may fall back with a 135M LLM: recorded)."""
@@ -428,7 +458,7 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
 
 
 def test_choose_parts_fills_the_budget_best_first():
-    from preqrag.dota.topics import choose_parts
+    from preqrag.systems.dota.topics import choose_parts
 
     sizes = np.array([0.10, 0.30, 0.05, 0.04, 0.51])
     scores = np.array([0.9, 0.8, 0.7, 0.1, 0.95])
@@ -442,9 +472,9 @@ def test_routing_with_real_llm_votes_keeps_the_gold_documents(index, dota_cfg, s
     """The DoTA plan with SmolLM2's schema-constrained votes on the small index: each of 3 smoke
     questions' gold documents have passages in the parts it searches, within route_budget; the
     passages' topics, the parts and the votes' choices are the one list of 24 names."""
-    from preqrag.dota import RoutedDotaRewriter
-    from preqrag.dota.planning import route_schema
-    from preqrag.dota.topics import PART_FACET
+    from preqrag.systems.dota import RoutedDotaRewriter
+    from preqrag.systems.dota.planning import route_schema
+    from preqrag.systems.dota.topics import PART_FACET
     from preqrag.llm import load_llm
 
     cfg = dota_cfg.dota.model_copy(update={"route_votes": 2, "route_max_new_tokens": 48,

@@ -13,10 +13,10 @@ import re
 import pytest
 
 from conftest import SMOKE_CORPUS, SMOKE_QUESTIONS
-from preqrag.dota.generation import aggregate, build_dota_prompt
+from preqrag.systems.dota.generation import aggregate, build_dota_prompt
 from preqrag.generation import (CHAT_TEMPLATE_MARGIN, MIN_PASSAGE_TOKENS, approx_tokens, build_prompt,
                                 fit_prompt)
-from preqrag.cir.generator import build_cir_prompt, parse_cir_answer
+from preqrag.systems.cir.generator import build_cir_prompt, parse_cir_answer
 
 
 @pytest.fixture(scope="module")

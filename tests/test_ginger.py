@@ -12,12 +12,12 @@ import pytest
 
 from conftest import TEST_OVERRIDES
 from preqrag.config import load_config
-from preqrag.ginger.clustering import cluster_nuggets, embed_texts
-from preqrag.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM, GingerGenerator
-from preqrag.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, parse_nuggets
-from preqrag.ginger.pairwise import (CrossEncoderPreference, DuoT5Preference, PairwiseStep, pairwise_order,
+from preqrag.systems.ginger.clustering import cluster_nuggets, embed_texts
+from preqrag.systems.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM, GingerGenerator
+from preqrag.systems.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, parse_nuggets
+from preqrag.systems.ginger.pairwise import (CrossEncoderPreference, DuoT5Preference, PairwiseStep, pairwise_order,
                                      sym_sum)
-from preqrag.ginger.rewriting import ANSWER_SYSTEM, REWRITE_SYSTEM, REWRITES_FORMAT, GingerRewriter, parse_rewrites
+from preqrag.systems.ginger.rewriting import ANSWER_SYSTEM, REWRITE_SYSTEM, REWRITES_FORMAT, GingerRewriter, parse_rewrites
 from preqrag.index import Index
 from preqrag.records import LiveRAGAnswer, Question, Ranking
 from preqrag.rerankers import load_reranker

@@ -9,7 +9,7 @@ import json
 
 from conftest import TEST_OVERRIDES
 from preqrag.config import load_config
-from preqrag.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM
+from preqrag.systems.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM
 from preqrag.records import Trace
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from preqrag.config import LLMConfig, RewriterConfig
-from preqrag.preqrag.rewriting import (PreQRAGRewriter, parse_rewrite, parse_rewrite_reply, parse_sub_questions,
+from preqrag.systems.preqrag.rewriting import (PreQRAGRewriter, parse_rewrite, parse_rewrite_reply, parse_sub_questions,
                                parse_sub_questions_reply)
 from preqrag.stages import LLMError
 

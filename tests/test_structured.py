@@ -9,8 +9,8 @@ import json
 import pytest
 
 from preqrag.config import GeneratorConfig, LLMConfig, RewriterConfig
-from preqrag.dota.settings import DotaConfig
-from preqrag.cir import CIRConfig
+from preqrag.systems.dota.settings import DotaConfig
+from preqrag.systems.cir import CIRConfig
 from preqrag.llm.cache import call_key
 from preqrag.llm.structured import (chat_grouped, grammar_text, openai_schema, response_format, string_field,
                                     unwrap_reply)
@@ -100,12 +100,12 @@ def test_every_schema_parses_with_real_smollm2(smollm2, small_index, small_corpu
     """PreQRAG rewrites and sub-questions, the LLM classifier, DoTA's routing votes and rewrite,
     GINGER's rewrites and nugget tags and CIR's cited answer: no parse fallback with the 135M model."""
     from preqrag.classifiers.llm import LLMClassifier
-    from preqrag.dota.planning import DotaRewriter
-    from preqrag.cir.generator import CIRGenerator, parse_cir_answer
-    from preqrag.ginger.nuggets import parse_nugget_reply
-    from preqrag.ginger.rewriting import GingerRewriter
+    from preqrag.systems.dota.planning import DotaRewriter
+    from preqrag.systems.cir.generator import CIRGenerator, parse_cir_answer
+    from preqrag.systems.ginger.nuggets import parse_nugget_reply
+    from preqrag.systems.ginger.rewriting import GingerRewriter
     from preqrag.index import Index
-    from preqrag.preqrag.rewriting import PreQRAGRewriter
+    from preqrag.systems.preqrag.rewriting import PreQRAGRewriter
 
     def parse_failures(fallbacks):
         return [f for f in fallbacks if "unparsable" in f or f.endswith(": empty") or "llm error" in f]
@@ -126,7 +126,7 @@ def test_every_schema_parses_with_real_smollm2(smollm2, small_index, small_corpu
     q = small_corpus[2][0]["question"]
     (r,) = index.sparse.search([q], 3)
     passages = [index.text(p) for p in r.ids]
-    from preqrag.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, nugget_schema
+    from preqrag.systems.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, nugget_schema
 
     schema, budget = nugget_schema(passages[0][:1200], smollm2.count_tokens, 256)
     reply = smollm2.chat([{"role": "system", "content": NUGGET_SYSTEM},
@@ -145,7 +145,7 @@ def test_every_schema_parses_with_real_smollm2(smollm2, small_index, small_corpu
 
 
 def _cir_schema(n, tokens):
-    from preqrag.cir.generator import cir_answer_schema
+    from preqrag.systems.cir.generator import cir_answer_schema
 
     return cir_answer_schema(n, tokens)
 
@@ -181,7 +181,7 @@ def _recording_llm(url: str, monkeypatch, **cfg):
 
 def test_openai_backend_sends_response_format_to_real_llama_server(llama_server, monkeypatch):
     from preqrag.classifiers.llm import CHOICES, messages_for
-    from preqrag.preqrag.rewriting import DECOMPOSE_PROMPT, decompose_schema, parse_sub_questions_reply
+    from preqrag.systems.preqrag.rewriting import DECOMPOSE_PROMPT, decompose_schema, parse_sub_questions_reply
 
     # llama-cpp-python's server reads the json_object form (with the schema); it refuses json_schema
     llm, rec = _recording_llm(llama_server, monkeypatch, structured_output="json_object")
@@ -207,7 +207,7 @@ def test_openai_backend_sends_response_format_to_real_llama_server(llama_server,
 
 
 def test_dota_votes_carry_distinct_seeds_over_http(llama_server, monkeypatch):
-    from preqrag.dota.planning import NamespaceRouter
+    from preqrag.systems.dota.planning import NamespaceRouter
 
     llm, rec = _recording_llm(llama_server, monkeypatch, top_k=20, structured_output="json_object")
     try:
@@ -226,7 +226,7 @@ def test_server_refusing_response_format_is_one_clear_error(llama_server):
     stops with one UnsupportedFeature (the pipeline lets it surface) naming the setting to
     change, instead of a parse fallback on every question."""
     from preqrag.llm.openai_backend import OpenAICompatibleLLM
-    from preqrag.preqrag.rewriting import PreQRAGRewriter
+    from preqrag.systems.preqrag.rewriting import PreQRAGRewriter
 
     llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"{llama_server}/v1", model="smollm2",
                                         structured_output="json_schema", max_retries=0))
@@ -273,7 +273,7 @@ def test_nugget_reply_with_typographic_quotes_closes_inside_its_budget(smollm2):
     ran out of budget mid-excerpt when the grammar spelled “ as a \\u201c escape (3 of 50 GINGER
     questions, issue 22). The grammar now keeps non-ASCII raw and the budget bounds odd token
     choices, so the constrained reply closes (parses) and every kept excerpt is verbatim."""
-    from preqrag.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, nugget_schema, parse_nugget_reply
+    from preqrag.systems.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, nugget_schema, parse_nugget_reply
 
     q = "Which Latin music figure has more Grammy awards - Intocable or Rudy Pérez?"
     schema, budget = nugget_schema(RUDY, smollm2.count_tokens, 512)  # [ginger] nugget_max_new_tokens
@@ -294,7 +294,7 @@ def test_nugget_budget_holds_the_longest_reply_the_grammar_allows(smollm2):
     same Rudy Pérez passage was listed twice and cut at the budget, which covered the k longest
     *distinct* excerpts (1 of 50 GINGER questions after the quote mend). The budget now holds k copies
     of the longest excerpt, as the grammar spells it, however many excerpts the passage has."""
-    from preqrag.ginger.nuggets import NUGGETS_KEY, nugget_schema
+    from preqrag.systems.ginger.nuggets import NUGGETS_KEY, nugget_schema
     from preqrag.llm.structured import _enum_spelling
 
     long_first = RUDY[RUDY.index("Mauricio"):RUDY.index("Records says")] + "Records says so. He sings. IL Divo agrees."

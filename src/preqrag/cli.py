@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import json
 import os
 import tempfile
@@ -26,7 +28,7 @@ import typer
 from .cli_common import ConfigOpt, err
 from .cli_common import open_config as _config
 from .cli_common import open_pipeline as _pipeline
-from .config import ConfigError, dump_config, load_config
+from .config import SYSTEMS, ConfigError, dump_config, load_config
 from .io import out_of_space
 
 # A newcomer's screen shows stage progress and answers, not a library's per-model loading bars
@@ -422,18 +424,21 @@ def show_config(config: Optional[Path] = ConfigOpt,
 
 def _register_sub_commands() -> None:
     """The sub-commands of :mod:`preqrag.commands` (classifier training and prediction, evaluation,
-    the API, DoTA topics, TREC, learned models, model install): each module's ``register(app)``.
-    An import error here is a bug or a broken install, and surfaces."""
+    the API, TREC, learned models, model install) and those a built-in system ships in its
+    ``commands`` module (DoTA's ``topics``; :data:`preqrag.config.SYSTEMS`, imported by name):
+    each module's ``register(app)``. An import error here is a bug or a broken install, and surfaces."""
     from .commands import classifiers as classifiers_cli
-    from .commands import dota as dota_cli
     from .commands import evaluation as evaluation_cli
     from .commands import learned as learned_cli
     from .commands import llm as llm_cli
     from .commands import serve as serve_cli
     from .commands import trec as trec_cli
 
-    for module in (classifiers_cli, evaluation_cli, serve_cli, dota_cli, trec_cli, learned_cli, llm_cli):
+    for module in (classifiers_cli, evaluation_cli, serve_cli, trec_cli, learned_cli, llm_cli):
         module.register(app)
+    for system in SYSTEMS:
+        if importlib.util.find_spec(f"{system}.commands") is not None:
+            importlib.import_module(f"{system}.commands").register(app)
 
 
 _register_sub_commands()

@@ -356,7 +356,7 @@ class RewriterConfig(_Section):
     max_new_tokens: int = Field(256, ge=8, description=(
         "Reply budget in tokens per rewrite (a decomposition, and GINGER's rewrites, get this per item): "
         "an upper bound (a constrained reply stops when its JSON closes) with room for a query of up to 200 "
-        "characters (preqrag.preqrag.rewriting.MAX_QUERY_CHARS) at one character per token, the worst case; a "
+        "characters (preqrag.systems.preqrag.rewriting.MAX_QUERY_CHARS) at one character per token, the worst case; a "
         "smaller budget gets shorter query strings in the schema."))
 
 
@@ -481,8 +481,10 @@ class DeadlineConfig(_Section):
 _TABLES: dict[str, type[BaseModel]] = {}
 """Tables brought by the systems and plugins (:func:`register_table`), beside the built-in ones."""
 
-SYSTEMS: tuple[str, ...] = ("preqrag.preqrag", "preqrag.cir", "preqrag.dota", "preqrag.ginger")
-"""The built-in systems, one package each (PreQRAG, CIR, DoTA-RAG, GINGER): its ``settings``
+SYSTEMS: tuple[str, ...] = tuple(f"preqrag.systems.{name}" for name in (
+    "preqrag", "cir", "dota", "ginger"))
+"""The built-in systems, one package each under ``src/preqrag/systems/`` (PreQRAG, CIR,
+DoTA-RAG, GINGER; adding one is a folder and its name here): its ``settings``
 module registers its tables (:func:`register_table`) and presets
 (:func:`preqrag.presets.register_preset`), and importing the package registers its components
 (:func:`preqrag.components.register`). They are imported by name (they live in higher layers)

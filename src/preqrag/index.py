@@ -38,6 +38,7 @@ from .passages import PassageStore, write_store
 from .records import Passage
 from .retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts
 from .retrieval.dense import DenseRetriever, build_faiss
+from .retrieval.facets import Facets
 from .stages import Encoder, FILTERS, ROWS
 
 MANIFEST_VERSION = 1
@@ -475,6 +476,7 @@ class Index:
         passages = PassageStore(index_dir)  # memory-mapped; nothing read per passage until asked
         ids = passages.ids
         sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25, mmap=cfg.index.mmap, backend=cfg.index.bm25_backend)
+        sparse.facets = Facets(len(ids), index_dir)  # the index's facets, its declared facet files included
         encoder = dense = None
         if manifest.get("dense", True):
             encoder = load_encoder(cfg.embedder, cfg.run.cache_dir)

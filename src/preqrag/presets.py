@@ -25,7 +25,7 @@ presets:
   passages (Table 1) to the P.1 expertise prompt (or the question's ``user_expertise``) with a
   cited JSON answer (§2.2). A question with its own pre-ranked ``candidates`` (a ragnarok request,
   CIR's task) is answered from the top k of them without retrieval (``run.use_given_candidates``).
-  docs/preset-cir.md lists the deviations (:mod:`preqrag.cir`).
+  docs/preset-cir.md lists the deviations (:mod:`preqrag.systems.cir`).
 * ``dota``: DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571): typo-fixing
   rewrite (§2.1, Fig. 3), routing to the top-2 of 4 votes over WebOrganizer's 24 topic
   namespaces (§2.2, Fig. 4), dense top-100 inside them, BM25 pruning to 20, cross-encoder to 10

@@ -94,7 +94,7 @@ class SubQuery(BaseModel):
 
 class Routing(BaseModel):
     """How a routed plan chose the part of the index its retrieval covers (the dense search, and
-    BM25 when it is on; DoTA-RAG §2.2, :mod:`preqrag.dota`).
+    BM25 when it is on; DoTA-RAG §2.2, :mod:`preqrag.systems.dota`).
 
     Attributes:
         voted: namespaces (topics) named by the valid LLM votes, most voted first.

@@ -1,7 +1,7 @@
 """The ``none`` rewriter: the raw question is the BM25 and the dense query (every preset that
 rewrites nothing: ``hybrid``, ``cir``; the ablation ladder's baseline). The LLM rewriters live
-with their systems: PreQRAG's in :mod:`preqrag.preqrag.rewriting` (§2.2), DoTA-RAG's in
-:mod:`preqrag.dota.planning`, GINGER's in :mod:`preqrag.ginger.rewriting`."""
+with their systems: PreQRAG's in :mod:`preqrag.systems.preqrag.rewriting` (§2.2), DoTA-RAG's in
+:mod:`preqrag.systems.dota.planning`, GINGER's in :mod:`preqrag.systems.ginger.rewriting`."""
 
 from __future__ import annotations
 

@@ -299,7 +299,7 @@ class BM25Retriever:
         self.passage_ids = passage_ids
         self.cfg = cfg
         self._retriever = None
-        self.facets = Facets(len(passage_ids))  # an Index shares its dense retriever's (preqrag.retrieval.facets)
+        self.facets = Facets(len(passage_ids))  # an Index gives its own (preqrag.retrieval.facets)
 
     def _load(self):
         if self._retriever is None:

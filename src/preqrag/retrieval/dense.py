@@ -462,8 +462,9 @@ class DenseRetriever:
         cfg: :class:`~preqrag.config.IndexConfig`: ``mmap`` (open memory-mapped) and the
             search-time settings ``hnsw_ef_search`` / ``ivf_nprobe``.
 
-    Filters (metadata facets, e.g. DoTA-RAG's topic namespaces, §2.2): :meth:`add_facet`
-    registers a label per passage row; ``search(..., filters=...)`` then restricts each query
+    Filters (metadata facets, e.g. DoTA-RAG's topic namespaces, §2.2): the index's facets
+    (:mod:`preqrag.retrieval.facets`: declared facet files in the index directory, or a label per
+    passage row added with :meth:`add_facet`); ``search(..., filters=...)`` then restricts each query
     to the rows whose labels are allowed, with a FAISS ``IDSelectorBitmap`` (with a flat index,
     exact search over those rows only; HNSW and IVF skip the other rows during their
     approximate search, so a very selective filter can lower their recall).

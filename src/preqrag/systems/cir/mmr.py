@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..records import Ranking
+from ...records import Ranking
 
 TokenizeFn = Callable[[list[str]], list[list[str]]]
 """Texts → their terms (for Jaccard)."""
@@ -268,7 +268,7 @@ def index_passage_vectors(index, cfg) -> PassageVectorsFn:
 def _encoder(index, cfg):
     encoder = getattr(index, "encoder", None)
     if encoder is None:
-        from ..encoders import load_encoder
+        from ...encoders import load_encoder
 
         encoder = load_encoder(cfg.embedder, cfg.run.cache_dir)
     return encoder
@@ -276,9 +276,9 @@ def _encoder(index, cfg):
 
 def load_mmr_step(cfg, index) -> MMRStep:
     """The ``mmr`` step of ``cfg.mmr`` over ``index`` (built by
-    :func:`preqrag.cir.build.build_mmr_step`, rerank step ``mmr``). Jaccard terms come from the index's BM25
+    :func:`preqrag.systems.cir.build.build_mmr_step`, rerank step ``mmr``). Jaccard terms come from the index's BM25
     tokeniser (``cfg.bm25``); cosine vectors from :func:`index_passage_vectors`."""
-    from ..retrieval.bm25 import tokenize as bm25_tokenize
+    from ...retrieval.bm25 import tokenize as bm25_tokenize
 
     m = cfg.mmr
     tokenize: TokenizeFn | None = None

@@ -13,12 +13,12 @@ DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571):
    in ``\\boxed{}``; the namespaces named most often over all votes are tallied and the top 2
    searched (the authors' ``rag/namespace_router.py``: temperature 0.6, ``n=4``,
    ``Counter.most_common(2)``). Namespaces are WebOrganizer's 24 topics
-   (:mod:`preqrag.dota.topics`).
+   (:mod:`preqrag.systems.dota.topics`).
 
 The plan is one :class:`~preqrag.records.SubQuery` whose ``sparse``/``dense`` text is the
 rewrite and whose ``filters`` are ``{"topic": [top-2 namespaces]}``; the dense retriever
 searches only those namespaces' passages. Over an index, the preset's rewriter
-(:class:`preqrag.dota.RoutedDotaRewriter`) replaces that filter by the parts of the namespaces
+(:class:`preqrag.systems.dota.RoutedDotaRewriter`) replaces that filter by the parts of the namespaces
 nearest the question, the votes weighing in (docs/preset-dota.md).
 
 Both calls declare a reply schema (:func:`rewrite_schema`, :func:`route_schema`: the
@@ -26,7 +26,7 @@ namespaces an enum of the 24 names), so with a backend that enforces it every re
 the prompts get a JSON format line appended (:data:`REWRITE_FORMAT`, :data:`ROUTE_FORMAT`; a
 deviation from Fig. 3/4, which ask for free text and ``\\boxed{}``). :func:`parse_boxed`
 still reads the paper's ``\\boxed{}`` votes. LLM output is untrusted (as in
-:mod:`preqrag.preqrag.rewriting`): a rewrite that is empty, has no
+:mod:`preqrag.systems.preqrag.rewriting`): a rewrite that is empty, has no
 letters, is too long or shares no (typo-tolerant) content word with the question is
 rejected and the question used; a vote that does not parse or names an unknown namespace
 is discarded; with no valid vote the question is searched in every
@@ -40,10 +40,10 @@ import re
 from collections import Counter
 
 from .settings import DotaConfig
-from ..records import QueryPlan, QuestionType, SubQuery
-from ..text import clean_reply_line, content_words
-from ..llm.structured import CHARS_PER_TOKEN, chars_for, json_field, parse_json, string_field
-from ..stages import LLM, LLMError
+from ...records import QueryPlan, QuestionType, SubQuery
+from ...text import clean_reply_line, content_words
+from ...llm.structured import CHARS_PER_TOKEN, chars_for, json_field, parse_json, string_field
+from ...stages import LLM, LLMError
 from .topics import FACET, TOPIC_NAMES
 
 REWRITE_PROMPT = ("You are a helpful assistant. Your task is to rewrite sentences by correcting typos and "
@@ -199,7 +199,7 @@ def _similar_word(word: str, words: set[str]) -> bool:
 
 
 def parse_typo_rewrite(reply: str, question: str, max_length_ratio: float) -> tuple[str | None, str | None]:
-    """Parse a typo-fixing rewrite with :func:`preqrag.preqrag.rewriting.parse_rewrite`'s checks
+    """Parse a typo-fixing rewrite with :func:`preqrag.systems.preqrag.rewriting.parse_rewrite`'s checks
     (first non-empty line, prefixes and quotes stripped; ``empty``, ``unparsable``, ``too
     long``: more words than ``max(30, max_length_ratio * words(question))``), except that
     ``unrelated`` tolerates typos: some content word of the rewrite must equal or closely

@@ -4,8 +4,8 @@ generator ``ginger`` (§3.2-3.3)."""
 
 from __future__ import annotations
 
-from ..components import Context, register
-from ..rerankers import shared_reranker
+from ...components import Context, register
+from ...rerankers import shared_reranker
 from .generator import GingerGenerator
 from .pairwise import PairScorer, PairwiseStep, load_pair_scorer
 from .rewriting import GingerRewriter

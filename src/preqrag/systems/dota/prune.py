@@ -21,8 +21,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..records import Ranking
-from ..retrieval.bm25 import BM25Retriever, tokenize
+from ...records import Ranking
+from ...retrieval.bm25 import BM25Retriever, tokenize
 
 
 class BM25PruneStep:

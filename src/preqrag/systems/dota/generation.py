@@ -18,12 +18,12 @@
 
 from __future__ import annotations
 
-from ..answering import answer_options, repair_answer
-from ..config import GeneratorConfig
+from ...answering import answer_options, repair_answer
+from ...config import GeneratorConfig
 from .settings import DotaConfig
-from ..generation import CHAT_TEMPLATE_MARGIN, Generated, truncate_tokens, truncate_words
-from ..text import llm_window, token_counter
-from ..stages import LLM, LLMError
+from ...generation import CHAT_TEMPLATE_MARGIN, Generated, truncate_tokens, truncate_words
+from ...text import llm_window, token_counter
+from ...stages import LLM, LLMError
 
 PROMPT = """You are a helpful assistant.
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 
-from ..config import RewriterConfig
-from ..llm.structured import chars_for, chat_grouped, json_field, string_field, string_list_field
-from ..records import QueryPlan, QuestionType, SubQuery
-from ..stages import LLM, LLMError
-from ..text import clean_reply_line, content_words
+from ...config import RewriterConfig
+from ...llm.structured import chars_for, chat_grouped, json_field, string_field, string_list_field
+from ...records import QueryPlan, QuestionType, SubQuery
+from ...stages import LLM, LLMError
+from ...text import clean_reply_line, content_words
 
 SPARSE_PROMPT = """Rewrite the question as a short web search query for a keyword search engine.
 Fix spelling mistakes, keep the important keywords, drop filler words.

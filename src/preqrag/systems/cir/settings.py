@@ -14,14 +14,14 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..config import Section as _Section
-from ..config import register_table
-from ..presets import register_preset
+from ...config import Section as _Section
+from ...config import register_table
+from ...presets import register_preset
 
 
 class CIRConfig(_Section):
     """The 'cir' generator: expertise-adapted prompt and cited JSON answer (CIR at TREC 2024 RAG,
-    §2.2, Table 2). See preqrag.cir.generator and docs/preset-cir.md."""
+    §2.2, Table 2). See preqrag.systems.cir.generator and docs/preset-cir.md."""
 
     prompt: Literal["P.0", "P.1", "P.2", "P.3"] = Field("P.1", description=(
         "Expertise prompt of Table 2: P.0 none, P.1 beginner, P.2 expert, P.3 some foundational knowledge. "
@@ -34,7 +34,7 @@ class CIRConfig(_Section):
 class MMRConfig(_Section):
     """The 'mmr' rerank step: Maximal Marginal Relevance diversification (CIR at TREC 2024 RAG,
     §2.1, Eq. 1; Carbonell & Goldstein 1998). Defaults: CIR's priority-1 run (Table 3, run 3:
-    cosine, λ = 0.5, j = 100). See preqrag.cir.mmr and docs/preset-cir.md."""
+    cosine, λ = 0.5, j = 100). See preqrag.systems.cir.mmr and docs/preset-cir.md."""
 
     lambda_: float = Field(0.5, ge=0.0, le=1.0, description=(
         "MMR λ: weight of relevance against (1 - λ) for dissimilarity to the passages already chosen; "

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ..config import Section as _Section
-from ..config import register_table
-from ..presets import register_preset
+from ...config import Section as _Section
+from ...config import register_table
+from ...presets import register_preset
 
 
 class DotaConfig(_Section):
     """DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571): typo-fixing rewrite
     (§2.1, Fig. 3), namespace routing with self-consistency (§2.2, Fig. 4), BM25 pruning (§2.3),
-    context aggregation (§2.4). See preqrag.dota and docs/preset-dota.md."""
+    context aggregation (§2.4). See preqrag.systems.dota and docs/preset-dota.md."""
 
     route: bool = Field(True, description=(
         "Route each question to WebOrganizer topic namespaces and search only those (§2.2); false: "
@@ -29,7 +29,7 @@ class DotaConfig(_Section):
         "the votes' shares weigh the parts chosen within route_budget (route_vote_weight)."))
     route_parts: int = Field(8, ge=1, description=(
         "Parts per topic namespace (not in the paper): each topic's passages are split by spherical k-means "
-        "(preqrag.dota.topics); the router searches the parts nearest the question."))
+        "(preqrag.systems.dota.topics); the router searches the parts nearest the question."))
     route_budget: float = Field(0.15, gt=0, le=1, description=(
         "Most of the passages a routed dense search covers (a share; the paper's routing searched ~8%): "
         "parts are added best first while they fit."))

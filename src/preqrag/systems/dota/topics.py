@@ -23,7 +23,7 @@ parts first, up to a share of the passages (``[dota] route_budget``). A document
 their document's topic; its parts may differ (each passage goes to its nearest part).
 
 ``topics.npz`` is written atomically (temp file + ``os.replace``) on first use
-(:func:`load_topics`) or by ``python -m preqrag.dota.topics --index IDX``.
+(:func:`load_topics`) or by ``python -m preqrag.systems.dota.topics --index IDX``.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from ...retrieval.facets import register_facet
 
 TOPICS: dict[str, str] = {
     "Adult Content": "",
@@ -263,7 +265,7 @@ def part_scores(a: TopicAssignment, query_vectors: np.ndarray, votes: list[dict[
 
 def _save(path: Path, a: TopicAssignment) -> None:
     """Write ``a`` to ``path`` atomically (:func:`preqrag.io.atomic_write`)."""
-    from ..io import atomic_write
+    from ...io import atomic_write
 
     atomic_write(path, lambda fh: np.savez(fh, labels=a.labels, names=np.asarray(a.names),
                                            method=np.asarray(a.method), embedder=np.asarray(a.embedder),
@@ -278,6 +280,27 @@ def _read(path: Path) -> TopicAssignment:
                                str(z["embedder"]), [str(n) for n in z["part_names"]], z["parts"].astype(np.int32),
                                z["part_topic"].astype(np.int16), z["centroids"].astype(np.float32),
                                int(z["parts_per_topic"]))
+
+
+def _facet_source(which: str):
+    """A :data:`preqrag.retrieval.facets.FacetSource` of ``<index>/topics.npz``: the ``topic``
+    facet (``which = "topics"``) or the ``namespace`` facet of the parts (``"parts"``)."""
+    def source(index_dir: Path, n_rows: int) -> tuple[list[str], np.ndarray]:
+        path = Path(index_dir) / FILE
+        try:
+            a = _read(path)
+        except (OSError, ValueError, KeyError) as e:
+            raise ValueError(f"{path}: no readable topic assignment ({e}); run `preqrag topics --index "
+                             f"{index_dir}` or the dota preset, which writes it") from None
+        if len(a.labels) != n_rows:
+            raise ValueError(f"{path}: {len(a.labels)} passages, the index has {n_rows}; run "
+                             f"`preqrag topics --index {index_dir} --rebuild`")
+        return (a.names, a.labels) if which == "topics" else (a.part_names, a.parts)
+    return source
+
+
+register_facet(FACET, FILE, _facet_source("topics"))
+register_facet(PART_FACET, FILE, _facet_source("parts"))
 
 
 def load_topics(index, *, rebuild: bool = False, parts_per_topic: int = PARTS_PER_TOPIC) -> TopicAssignment:
@@ -304,12 +327,12 @@ def load_topics(index, *, rebuild: bool = False, parts_per_topic: int = PARTS_PE
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m preqrag.dota.topics --index IDX [--config CFG] [--rebuild]``: assign the
+    """``python -m preqrag.systems.dota.topics --index IDX [--config CFG] [--rebuild]``: assign the
     topics of an index (written to ``<IDX>/topics.npz``) and print passages per topic as JSON."""
-    from ..config import ConfigError, load_config
-    from ..index import Index, IndexOpenError
+    from ...config import ConfigError, load_config
+    from ...index import Index, IndexOpenError
 
-    p = argparse.ArgumentParser(prog="python -m preqrag.dota.topics", description=main.__doc__)
+    p = argparse.ArgumentParser(prog="python -m preqrag.systems.dota.topics", description=main.__doc__)
     p.add_argument("--index", required=True, type=Path)
     p.add_argument("--config", type=Path, default=None)
     p.add_argument("--rebuild", action="store_true", help="Reassign even if topics.npz is up to date.")

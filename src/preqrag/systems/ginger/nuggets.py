@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..text import content_words, split_sentences
+from ...text import content_words, split_sentences
 
 # Appendix B.2, verbatim.
 NUGGET_SYSTEM = ("You are given a query and a relevant passage. Your task is to pinpoint and annotate the succinct "
@@ -179,7 +179,7 @@ def nugget_schema(passage: str, count=None, max_tokens: int | None = None) -> tu
     Returns:
         ``(schema, budget)``, or None for a passage with no sentence (or none that fits).
     """
-    from ..llm.structured import json_string_token_bound, string_list_field
+    from ...llm.structured import json_string_token_bound, string_list_field
 
     count = count or (lambda text: (len(text) + 2) // 3)
     limit = max_tokens if max_tokens is not None else 1 << 30
@@ -209,7 +209,7 @@ def parse_nugget_reply(reply: str, passage: str, passage_index: int) -> tuple[li
         ``(nuggets, rejected)``; ``rejected`` is ``["empty"]`` or ``["unparsable JSON: ..."]``
         when the reply did not parse, ``["no nuggets"]`` for an empty list.
     """
-    from ..llm.structured import json_field
+    from ...llm.structured import json_field
 
     items, err = json_field(reply, NUGGETS_KEY, list)
     if err:

@@ -12,7 +12,7 @@ of :class:`preqrag.pipeline.Pipeline` (preset ``ginger``, :mod:`preqrag.presets`
   ranking, one-sentence summaries, fluency pass, length limit (§3.2-3.3, App. B.2-B.3):
   generator ``ginger``.
 
-Settings: the ``[ginger]`` table (:class:`preqrag.ginger.settings.GingerConfig`). Deviations from the
+Settings: the ``[ginger]`` table (:class:`preqrag.systems.ginger.settings.GingerConfig`). Deviations from the
 paper and why: docs/preset-ginger.md.
 """
 

@@ -8,7 +8,7 @@ configuration changes from those defaults.
 
 from __future__ import annotations
 
-from ..presets import register_preset
+from ...presets import register_preset
 
 register_preset("preqrag", {})
 register_preset("preqrag-keep", {"rewriter": {"keep_original": True}})

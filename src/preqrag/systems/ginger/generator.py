@@ -5,11 +5,11 @@ For each question, over its top-m context passages (m = ``generator.context_top_
 
 1. **nugget detection** (§3.2, App. B.2): the LLM picks each passage's relevant excerpts,
    constrained to the passage's own sentences by a JSON schema
-   (:func:`~preqrag.ginger.nuggets.nugget_schema`; the paper copies the passage with tags,
+   (:func:`~preqrag.systems.ginger.nuggets.nugget_schema`; the paper copies the passage with tags,
    a deviation stated there); only excerpts found verbatim in the passage are kept
-   (:func:`~preqrag.ginger.nuggets.parse_nugget_reply`); a question
+   (:func:`~preqrag.systems.ginger.nuggets.parse_nugget_reply`); a question
    with no nugget at all falls back to each passage's sentence closest to the question;
-2. **clustering** (§3.2) of the nuggets' embeddings (:mod:`~preqrag.ginger.clustering`);
+2. **clustering** (§3.2) of the nuggets' embeddings (:mod:`~preqrag.systems.ginger.clustering`);
 3. **cluster ranking** (§3.2): DuoT5-style pairwise preferences on the clusters' text with
    sym-sum (``[ginger] cluster_ranking = "pairwise"``, the paper) or the best rank of the
    passages a cluster's nuggets come from (``"passage-rank"``);
@@ -38,14 +38,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..config import GeneratorConfig
+from ...config import GeneratorConfig
 from .settings import GingerConfig
-from ..generation import CHAT_TEMPLATE_MARGIN, Generated
-from ..records import ClusterRecord, FluencyRecord, GenerationDetails, NuggetRecord, SummaryRecord
-from ..stages import LLM, LLMError
-from ..text import cap_tokens, content_words, llm_window, split_sentences, token_counter
+from ...generation import CHAT_TEMPLATE_MARGIN, Generated
+from ...records import ClusterRecord, FluencyRecord, GenerationDetails, NuggetRecord, SummaryRecord
+from ...stages import LLM, LLMError
+from ...text import cap_tokens, content_words, llm_window, split_sentences, token_counter
 from .clustering import cluster_nuggets, embed_texts
-from ..llm.structured import chat_grouped
+from ...llm.structured import chat_grouped
 from .nuggets import (NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, Nugget, fallback_nugget, nugget_schema,
                       parse_nugget_reply)
 from .pairwise import PairScorer, pairwise_order

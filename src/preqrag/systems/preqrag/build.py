@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..components import Context, register
+from ...components import Context, register
 from .rewriting import PreQRAGRewriter
 
 

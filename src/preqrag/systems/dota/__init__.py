@@ -22,12 +22,12 @@ import threading
 
 import numpy as np
 
-from ..components import Context, register
-from ..records import QueryPlan, Routing
-from ..stages import ROWS
+from ...components import Context, register
+from ...records import QueryPlan, Routing
+from ...stages import ROWS
 from .planning import DotaRewriter, NamespaceRouter, count_votes, parse_boxed, parse_route_reply, tally_votes
 from .prune import BM25PruneStep
-from .topics import FACET, PART_FACET, TOPIC_NAMES, TOPICS, choose_parts, load_topics, part_scores
+from .topics import PART_FACET, TOPIC_NAMES, TOPICS, choose_parts, load_topics, part_scores
 
 __all__ = ["DotaRewriter", "NamespaceRouter", "BM25PruneStep", "RoutedDotaRewriter", "count_votes", "parse_boxed",
            "TOPICS", "load_topics", "build_rewriter", "build_prune_step", "build_generator"]
@@ -37,13 +37,14 @@ class RoutedDotaRewriter(DotaRewriter):
     """:class:`DotaRewriter` over an index: the votes of §2.2, then the parts of the topic
     namespaces the dense search (and BM25, with ``retrieval.use_sparse``) covers.
 
-    Before its first plan it registers the index's topic assignment (:func:`load_topics`:
-    read, or made and written, lazily) as the dense retriever's ``topic`` and ``namespace``
-    facets. For each question it scores every part (:func:`preqrag.dota.topics.part_scores`:
+    Before its first plan it makes the index's topic assignment current (:func:`load_topics`:
+    read, or made and written atomically to ``<index>/topics.npz``); the index reads its ``topic``
+    and ``namespace`` facets from that file when a filter names them (:mod:`preqrag.retrieval.facets`),
+    so the rewriter changes nothing the index's other users share. For each question it scores every part (:func:`preqrag.systems.dota.topics.part_scores`:
     the rewrite's similarity to the part's centroid, its BM25 top ``route_bm25_depth``
     passages, and ``route_vote_weight`` × the share of the votes that named the part's topic)
     and searches the best parts within ``route_budget`` of the passages
-    (:func:`~preqrag.dota.topics.choose_parts`); the plan's filter is ``{"namespace": parts}``
+    (:func:`~preqrag.systems.dota.topics.choose_parts`); the plan's filter is ``{"namespace": parts}``
     and ``QueryPlan.routing`` records the votes, the parts and the share searched. A question
     without a valid vote is routed by the other two signals (fallback ``route: no valid vote``).
     Deviations from the paper (parts, budget, BM25 evidence): docs/preset-dota.md.
@@ -56,19 +57,13 @@ class RoutedDotaRewriter(DotaRewriter):
         self.topics = None
         self._part_sizes = None  # share of the passages in each part, computed once with the facets
 
-    def ensure_facet(self) -> None:
-        """Register the ``topic`` and ``namespace`` facets on the index's retrievers (once;
-        BM25 and dense share their facets)."""
-        dense = self.index.dense
+    def ensure_topics(self) -> None:
+        """Load (or make and write) the index's topic assignment with ``route_parts`` parts per
+        topic, once: the file the index's ``topic`` and ``namespace`` facets are read from."""
         with self._lock:
             if self.topics is None:
                 self.topics = load_topics(self.index, parts_per_topic=self.cfg.route_parts)
                 self._part_sizes = self.topics.part_sizes()
-            a = self.topics
-            if FACET not in dense.facets:
-                dense.add_facet(FACET, a.names, a.labels)
-            if PART_FACET not in dense.facets:
-                dense.add_facet(PART_FACET, a.part_names, a.parts)
 
     def plan(self, questions, types):
         plans = super().plan(questions, types)
@@ -80,7 +75,7 @@ class RoutedDotaRewriter(DotaRewriter):
         by similarity and BM25 alone). Returns ``plans``, changed in place."""
         if not plans:
             return plans
-        self.ensure_facet()
+        self.ensure_topics()
         a = self.topics
         texts = [p.sub_queries[0].dense for p in plans]
         vectors = np.asarray(self.index.encoder.encode(texts, is_query=True), dtype=np.float32)

@@ -1,5 +1,6 @@
 """``preqrag topics --index IDX``: assign DoTA-RAG's WebOrganizer topic namespaces to an index
-(:mod:`preqrag.dota.topics`). Registered by :mod:`preqrag.cli` like the other stage commands."""
+(:mod:`preqrag.systems.dota.topics`). Registered by :mod:`preqrag.cli`,
+which adds every built-in system's ``commands`` module (:data:`preqrag.config.SYSTEMS`)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ def register(app) -> None:
                    rebuild: bool = typer.Option(False, "--rebuild", help="Reassign even if topics.npz is current.")):
         """Assign a WebOrganizer topic (DoTA-RAG namespace) to every document of an index, by
         embedding similarity to the topic descriptions; writes <index>/topics.npz."""
-        from ..dota.topics import main
+        from .topics import main
 
         args = ["--index", str(index_dir)] + (["--config", str(config)] if config else []) + \
             (["--rebuild"] if rebuild else [])

@@ -28,12 +28,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..answering import answer_options, degenerate
-from ..config import GeneratorConfig
-from ..generation import Generated, fit_prompt, truncate_words
-from ..llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
-from ..stages import LLM, LLMError
-from ..text import llm_window, token_counter
+from ...answering import answer_options, degenerate
+from ...config import GeneratorConfig
+from ...generation import Generated, fit_prompt, truncate_words
+from ...llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
+from ...stages import LLM, LLMError
+from ...text import llm_window, token_counter
 from .settings import CIRConfig
 
 

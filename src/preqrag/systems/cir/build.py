@@ -3,7 +3,7 @@ generator ``cir`` (§2.2)."""
 
 from __future__ import annotations
 
-from ..components import Context, register
+from ...components import Context, register
 from .generator import CIRGenerator
 from .mmr import MMRStep, load_mmr_step
 

@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from ..config import Section as _Section
-from ..config import register_table
-from ..presets import register_preset
+from ...config import Section as _Section
+from ...config import register_table
+from ...presets import register_preset
 
 
 class GingerConfig(_Section):
@@ -34,7 +34,7 @@ class GingerConfig(_Section):
     pairwise_batch_size: int = Field(8, ge=1, description="DuoT5: pairs per forward pass.")
     nugget_max_new_tokens: int = Field(512, ge=16, description=(
         "Tokens a nugget reply may use: the reply lists up to 3 of the passage's sentences as JSON "
-        "(preqrag.ginger.nuggets.nugget_schema), and only sentences that fit this budget are offered."))
+        "(preqrag.systems.ginger.nuggets.nugget_schema), and only sentences that fit this budget are offered."))
     clustering: Literal["agglomerative", "bertopic"] = Field("agglomerative", description=(
         "Nugget clustering (§3.2): 'bertopic' (the paper's BERTopic, UMAP + HDBSCAN, needs `pip install "
         "bertopic`) or 'agglomerative' (scikit-learn, average linkage on cosine distance of the index "
