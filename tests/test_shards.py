@@ -66,6 +66,17 @@ def test_merged_index_equals_one_shot_build(merged, one_shot, small_corpus, shar
         assert same_top(ra, rb, tol) and (tol > 1e-5 or ra.ids == rb.ids)
 
 
+def test_one_shard_of_one_merges_to_the_one_shot_build(one_shot, small_corpus, shard_config, tmp_path):
+    """``preqrag index --ray --shards 1`` (or a 1-CPU Ray): a single shard records its documents'
+    ordinals like any shard, and merges to the one-shot index."""
+    build_shard(small_corpus[0], tmp_path / "s0", shard_config, 0, 1)
+    assert "doc_ordinal" in pq.read_schema(tmp_path / "s0" / "passages.parquet").names
+    manifest = merge_shards([tmp_path / "s0"], tmp_path / "index", shard_config)
+    assert manifest["shards"] == 1
+    a = pq.read_table(one_shot / "passages.parquet").to_pydict()
+    assert pq.read_table(tmp_path / "index" / "passages.parquet").to_pydict() == a
+
+
 def test_per_shard_bm25_would_differ(merged, one_shot, small_corpus, shard_config, tmp_path):
     """The reason for merging BM25 globally: an index of one shard's passages scores the same
     passage differently (other document frequencies and mean length)."""

@@ -148,14 +148,16 @@ CHUNK_BATCH = 256
 
 
 def write_passages(corpus: str | Path, path: str | Path, chunker: Chunker, shard: int = 0, n_shards: int = 1,
-                   progress: Callable[[str, int, int], None] | None = None) -> tuple[int, int, int]:
+                   progress: Callable[[str, int, int], None] | None = None, *,
+                   ordinals: bool = False) -> tuple[int, int, int]:
     """Chunk a corpus into a passages Parquet file, streaming (one row group of
     :data:`PASSAGE_ROW_GROUP` passages in memory at a time).
 
     Args:
         corpus: corpus file (:func:`preqrag.io.iter_corpus`).
         path: output Parquet (columns ``id``, ``doc_id``, ``position``, ``text``; with
-            ``n_shards > 1`` also ``doc_ordinal``, the document's 0-based position in the corpus).
+            ``ordinals`` also ``doc_ordinal``, the document's 0-based position in the corpus,
+            which :func:`preqrag.shards.merge_shards` orders by: every shard has it, one of one too).
         chunker: the passage splitter.
         shard, n_shards: keep only documents ``o`` with ``o % n_shards == shard``.
         progress: optional callback ``(phase, done, total)``.
@@ -170,7 +172,7 @@ def write_passages(corpus: str | Path, path: str | Path, chunker: Chunker, shard
     import pyarrow.parquet as pq
 
     fields = [("id", pa.string()), ("doc_id", pa.string()), ("position", pa.int64()), ("text", pa.string())]
-    if n_shards > 1:
+    if ordinals:
         fields.append(("doc_ordinal", pa.int64()))
     schema = pa.schema(fields)
     cols: dict[str, list] = {name: [] for name in schema.names}
@@ -185,7 +187,7 @@ def write_passages(corpus: str | Path, path: str | Path, chunker: Chunker, shard
                 cols["doc_id"].append(p.doc_id)
                 cols["position"].append(p.position)
                 cols["text"].append(p.text)
-                if n_shards > 1:
+                if ordinals:
                     cols["doc_ordinal"].append(ordinal)
             if len(cols["id"]) >= PASSAGE_ROW_GROUP:
                 n_passages += len(cols["id"])

@@ -98,7 +98,7 @@ def build_shard(corpus: str | Path, out_dir: str | Path, cfg: PipelineConfig, sh
     t = time.perf_counter()
     chunker = Chunker(encoder.tokenizer, max_tokens, cfg.chunking.overlap_tokens)
     n_docs_total, n_docs, n_passages = write_passages(corpus, partial / "passages.parquet", chunker,
-                                                      shard, n_shards, progress)
+                                                      shard, n_shards, progress, ordinals=True)
     seconds["chunking"] = time.perf_counter() - t
 
     # 2. vectors, checkpointed per SHARD passages (a re-run resumes)
