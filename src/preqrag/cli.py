@@ -437,7 +437,10 @@ def _register_sub_commands() -> None:
     for module in (classifiers_cli, evaluation_cli, serve_cli, trec_cli, learned_cli, llm_cli):
         module.register(app)
     for system in SYSTEMS:
-        if importlib.util.find_spec(f"{system}.commands") is not None:
+        # look for the file, not the module: find_spec would import every system package at start-up
+        *parent, name = system.split(".")
+        where = importlib.util.find_spec(".".join(parent)).submodule_search_locations
+        if any((Path(d) / name / "commands.py").exists() for d in where):
             importlib.import_module(f"{system}.commands").register(app)
 
 

@@ -282,25 +282,27 @@ def _read(path: Path) -> TopicAssignment:
                                int(z["parts_per_topic"]))
 
 
-def _facet_source(which: str):
-    """A :data:`preqrag.retrieval.facets.FacetSource` of ``<index>/topics.npz``: the ``topic``
-    facet (``which = "topics"``) or the ``namespace`` facet of the parts (``"parts"``)."""
+def _facet_source(values_key: str, labels_key: str):
+    """A :data:`preqrag.retrieval.facets.FacetSource` of ``<index>/topics.npz`` that reads only
+    the facet's two arrays: the ``topic`` facet (``names``, ``labels``) or the ``namespace``
+    facet of the parts (``part_names``, ``parts``)."""
     def source(index_dir: Path, n_rows: int) -> tuple[list[str], np.ndarray]:
         path = Path(index_dir) / FILE
         try:
-            a = _read(path)
+            with np.load(path, allow_pickle=False) as z:
+                values, labels = [str(v) for v in z[values_key]], z[labels_key].astype(np.int32)
         except (OSError, ValueError, KeyError) as e:
             raise ValueError(f"{path}: no readable topic assignment ({e}); run `preqrag topics --index "
                              f"{index_dir}` or the dota preset, which writes it") from None
-        if len(a.labels) != n_rows:
-            raise ValueError(f"{path}: {len(a.labels)} passages, the index has {n_rows}; run "
+        if len(labels) != n_rows:
+            raise ValueError(f"{path}: {len(labels)} passages, the index has {n_rows}; run "
                              f"`preqrag topics --index {index_dir} --rebuild`")
-        return (a.names, a.labels) if which == "topics" else (a.part_names, a.parts)
+        return values, labels
     return source
 
 
-register_facet(FACET, FILE, _facet_source("topics"))
-register_facet(PART_FACET, FILE, _facet_source("parts"))
+register_facet(FACET, FILE, _facet_source("names", "labels"))
+register_facet(PART_FACET, FILE, _facet_source("part_names", "parts"))
 
 
 def load_topics(index, *, rebuild: bool = False, parts_per_topic: int = PARTS_PER_TOPIC) -> TopicAssignment:
