@@ -25,7 +25,7 @@ from typing import Optional
 
 import typer
 
-from .cli_common import ConfigOpt, err
+from .cli_common import ConfigOpt, PlainHelpGroup, err
 from .cli_common import open_config as _config
 from .cli_common import open_pipeline as _pipeline
 from .config import SYSTEMS, ConfigError, dump_config, load_config
@@ -37,7 +37,8 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TQDM_DISABLE", "1")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
+# PlainHelpGroup: help texts are plain text, not Rich markup ([n], [index] and [llm] show)
+app = typer.Typer(add_completion=False, no_args_is_help=True, cls=PlainHelpGroup,
                   help="PreQRAG: classify, rewrite, retrieve, rerank and answer (LiveRAG format).")
 
 
@@ -230,7 +231,7 @@ def ask(question: str = typer.Argument(..., help="The question."),
         as_json: bool = typer.Option(False, "--json", help="Print the LiveRAG answer object as JSON.")):
     """Answer one question: the answer with [n] markers on the sentences a passage supports, the
     documents they stand for and the seconds it took (--json: the LiveRAG answer object)."""
-    from .display import format_answer
+    from .display import answer_time, format_answer
     from .records import Question
 
     cfg = _config(config)
@@ -245,7 +246,8 @@ def ask(question: str = typer.Argument(..., help="The question."),
             record["trace"] = outcome.trace.model_dump(mode="json")
         typer.echo(json.dumps(record, indent=2, ensure_ascii=False))
         return
-    typer.echo(format_answer(record, sum(outcome.trace.seconds.values()), _attributor(pipeline)))
+    seconds, size = answer_time(outcome.trace.model_dump(mode="json"))
+    typer.echo(format_answer(record, seconds, _attributor(pipeline), size))
 
 
 def _attributor(pipeline):
@@ -364,7 +366,7 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
                                                 "(a temporary directory by default)."),
          config: Optional[Path] = ConfigOpt):
     """Index the bundled 47-document corpus and answer its 5 questions with the default models."""
-    from .display import format_answer
+    from .display import answer_time, format_answer
     from .index import build_index
     from .runner import run_questions, sidecar
 
@@ -386,11 +388,12 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
     if traces.exists():
         for line in traces.read_text().splitlines():
             t = json.loads(line)
-            seconds[str(t["id"])] = sum(t.get("seconds", {}).values())
+            seconds[str(t["id"])] = answer_time(t)
     attributor = _attributor(pipeline)
     for line in out.read_text().splitlines():
         rec = json.loads(line)
-        typer.echo(format_answer(rec, seconds.get(str(rec["id"])), attributor))
+        wall, size = seconds.get(str(rec["id"]), (None, 1))
+        typer.echo(format_answer(rec, wall, attributor, size))
     err.print(f"{summary.answered} answered, {summary.failed} failed; answers in {out}")
     if summary.failed:
         raise typer.Exit(1)

@@ -9,12 +9,46 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from .config import ConfigError, PipelineConfig, load_config
 
 err = Console(stderr=True, soft_wrap=True)  # no wrapping: messages name files and lines
 
 ConfigOpt = typer.Option(None, "--config", "-c", help="preqrag.toml (defaults when omitted).")
+
+
+def escape_help_markup(command) -> None:
+    """Make the help texts of ``command`` and of every sub-command below it (a click command tree
+    built by typer) plain text for typer's Rich help: typer parses help as Rich markup, which eats
+    bracketed words such as ``[n]``, ``[index]`` or ``[llm]`` (a TOML table named in a help text).
+    Escapes only where the command renders with ``rich_markup_mode == "rich"``; each object once."""
+    from rich.markup import escape
+    from typer.core import HAS_RICH
+
+    if HAS_RICH and getattr(command, "rich_markup_mode", None) == "rich":
+        for obj, attrs in [(command, ("help", "short_help", "epilog")),
+                           *((p, ("help",)) for p in command.params)]:
+            if getattr(obj, "_preqrag_help_escaped", False):
+                continue
+            obj._preqrag_help_escaped = True
+            for attr in attrs:
+                text = getattr(obj, attr, None)
+                # ANSI-coloured text is not parsed as markup by typer: leave it as it is
+                if isinstance(text, str) and "[" in text and "\x1b" not in text:
+                    setattr(obj, attr, escape(text))
+    for sub in (getattr(command, "commands", None) or {}).values():
+        escape_help_markup(sub)
+
+
+class PlainHelpGroup(TyperGroup):
+    """The root group of ``preqrag``: its help texts, and every sub-command's, are plain text
+    (:func:`escape_help_markup`), whatever renders it (``preqrag``, ``typer.main.get_command``,
+    ``CliRunner``)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        escape_help_markup(self)
 
 
 def open_config(path: Optional[Path]) -> PipelineConfig:

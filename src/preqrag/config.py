@@ -289,6 +289,16 @@ class LLMConfig(_Section):
     n_threads: int | None = Field(None, description=(
         "llama-cpp threads; null = the CPUs this process may use (OMP_NUM_THREADS, e.g. a Ray actor's "
         "num_cpus, else its CPU affinity)."))
+    n_parallel: int = Field(16, ge=1, description=(
+        "llama-cpp: sequences decoded together (continuous batching, preqrag.llm.batching): the "
+        "requests of one batched call (a batch of questions' answers, rewrites, votes) share each "
+        "llama_decode, so decoding runs nearer the prefill rate. "
+        "1 = one request at a time (the sequential path). Default by measurement, "
+        "docs/bench/batching.json."))
+    parallel_ctx: int = Field(2048, ge=64, description=(
+        "llama-cpp: KV cells of each of the n_parallel sequences (capped at n_ctx): a request whose "
+        "prompt plus reply budget exceeds it runs alone with the whole n_ctx window. Memory: "
+        "n_parallel x parallel_ctx cells (Qwen2.5-1.5B: 28 KiB per cell)."))
     base_url: str | None = Field(None, description="openai: server URL, e.g. http://127.0.0.1:8000/v1.")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key.")
     timeout_s: float = Field(120.0, gt=0)
@@ -397,9 +407,10 @@ class MergeConfig(_Section):
 class RunConfig(_Section):
     """Batch run behaviour."""
 
-    batch_size: int = Field(8, ge=1, description=(
+    batch_size: int = Field(32, ge=1, description=(
         "Questions processed together per stage (batched BM25, query encoding, reranking, "
-        "LLM calls); each batch's answers are appended when it completes."))
+        "LLM calls); each batch's answers are appended when it completes. 32 keeps the LLM's "
+        "[llm] n_parallel slots full while the longest answers finish (docs/bench/batching.json)."))
     trace_depth: int = Field(20, ge=1, description=(
         "Candidates per stage kept in the trace (enough for hit@10; bounds trace size)."))
     overlap: bool | None = Field(None, description=(

@@ -34,12 +34,24 @@ def cited_answer(answer: str, passages: list[str], attributor) -> tuple[str, set
     return " ".join(parts), cited
 
 
-def format_answer(record: dict, seconds: float | None = None, attributor=None) -> str:
+def answer_time(trace: dict) -> tuple[float, int]:
+    """``(seconds, batch size)`` of an answer from its trace (``Trace`` as JSON): the wall
+    seconds from the start of its batch to its answer (the batch seconds of its stages summed:
+    stages of a batch run one after another) and the most questions a stage shared them with.
+    A trace without ``batches`` gives its stage seconds summed and 1."""
+    batches = trace.get("batches") or {}
+    if not batches:
+        return sum((trace.get("seconds") or {}).values()), 1
+    return sum(b["seconds"] for b in batches.values()), max(b["size"] for b in batches.values())
+
+
+def format_answer(record: dict, seconds: float | None = None, attributor=None, batch_size: int = 1) -> str:
     """The lines shown for one LiveRAG answer record (``question``, ``answer``, ``passages``
     with ``passage`` and ``doc_IDs``): ``Q:``, ``A:`` with markers (:func:`cited_answer`; the
     answer on one line, its white space collapsed, whether or not it cited itself),
-    the documents by passage number, and ``seconds`` when given (the question's stage
-    seconds summed, from its trace)."""
+    the documents by passage number, and ``seconds`` when given: the answer's own wall time
+    (:func:`answer_time`); with ``batch_size`` > 1 the line says how many questions were answered
+    together in that time, and the per-question share."""
     passages = record.get("passages") or []
     text, cited = cited_answer(record["answer"], [p["passage"] for p in passages], attributor)
     docs: dict[str, list[int]] = {}
@@ -59,6 +71,9 @@ def format_answer(record: dict, seconds: float | None = None, attributor=None) -
             lines.append(f"   also in the prompt: {fmt(rest)}")
     elif rest:
         lines.append(f"   passages from: {fmt(rest)}")
-    if seconds is not None:
+    if seconds is not None and batch_size > 1:
+        lines.append(f"   {seconds:.1f} s, answered together with {batch_size - 1} other question"
+                     f"{'s' if batch_size > 2 else ''} ({seconds / batch_size:.1f} s per question)")
+    elif seconds is not None:
         lines.append(f"   {seconds:.1f} s")
     return "\n".join(lines) + "\n"

@@ -42,7 +42,7 @@ from .citations import numbers_to_ids
 from .components import Context, build, lookup, tables_of
 from .config import PipelineConfig
 from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
-                      Ranking, SubQuery, Trace)
+                      Ranking, StageBatch, SubQuery, Trace)
 from .stages import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generated, Generator, LLMError, Merger,
                      RerankStep, Retriever, Rewriter, StageError)
 
@@ -311,6 +311,7 @@ class Pipeline:
         classes: list[Classification] = _run_stage("classify", lambda: self.classifier.classify(texts), seconds)
         lists = _run_stage("candidates", lambda: [read_candidates(q.extra) for q in questions])
         per_q = {stage: round(s / len(questions), 4) for stage, s in seconds.items()}
+        batches = {stage: StageBatch(size=len(questions), seconds=round(s, 4)) for stage, s in seconds.items()}
         depth, k_ctx = self.cfg.run.trace_depth, self.cfg.generator.context_top_k
         traces = []
         for q, c, (cands, notes) in zip(questions, classes, lists):
@@ -320,8 +321,8 @@ class Pipeline:
             fallbacks = ([f"classify: {c.fallback}"] if c.fallback else []) + notes
             traces.append(Trace(id=q.id, classification=c, plan=plan,
                                 rankings={"given": [ranking.top(depth)], "final": [ranking.top(depth)]},
-                                context_ids=ranking.ids[:k_ctx], seconds=dict(per_q), fallbacks=fallbacks,
-                                learned_models=[], candidates="given"))
+                                context_ids=ranking.ids[:k_ctx], seconds=dict(per_q), batches=dict(batches),
+                                fallbacks=fallbacks, learned_models=[], candidates="given"))
         return traces
 
     def _retrieve(self, questions: list[Question]) -> list[Trace]:
@@ -400,6 +401,7 @@ class Pipeline:
                                                                   [[current[j] for j in own] for own in owns]),
                                 None if self.merge.name == "interleave" else seconds)  # default: untimed, as before
         per_q = {stage: round(s / n, 4) for stage, s in seconds.items()}  # batch time shared equally
+        batches = {stage: StageBatch(size=n, seconds=round(s, 4)) for stage, s in seconds.items()}
         depth = cfg.run.trace_depth
         k_ctx = cfg.generator.context_top_k
         traces = []
@@ -417,8 +419,8 @@ class Pipeline:
             if classes[qi].fallback:
                 fallbacks.append(f"classify: {classes[qi].fallback}")
             traces.append(Trace(id=q.id, classification=classes[qi], plan=plans[qi], rankings=rankings,
-                                context_ids=final.ids[:k_ctx], seconds=dict(per_q), fallbacks=fallbacks,
-                                learned_models=list(self.learned_models)))
+                                context_ids=final.ids[:k_ctx], seconds=dict(per_q), batches=dict(batches),
+                                fallbacks=fallbacks, learned_models=list(self.learned_models)))
         return traces
 
     def _context(self, question: Question, trace: Trace) -> list[tuple[str, str]]:
@@ -437,11 +439,13 @@ class Pipeline:
         t0 = time.perf_counter()
         generated: list[Generated] = _run_stage("generate", lambda: self.generator.generate(
             [q.question for q in questions], contexts, [q.extra for q in questions]))
-        per_q = round((time.perf_counter() - t0) / len(questions), 4)
+        wall = time.perf_counter() - t0
+        per_q = round(wall / len(questions), 4)
         outcomes = []
         for q, trace, g, ctx in zip(questions, traces, generated, context):
             prompt, answer = g.final_prompt, g.answer
             trace.seconds["generate"] = per_q
+            trace.batches["generate"] = StageBatch(size=len(questions), seconds=round(wall, 4))
             trace.truncations = list(g.truncations)
             retrieved = bool(trace.context_ids)
             if g.n_passages is not None and g.n_passages < len(trace.context_ids):

@@ -204,6 +204,14 @@ class GenerationDetails(BaseModel):
     fluency: FluencyRecord | None = Field(None, description="None when no fluency pass ran.")
 
 
+class StageBatch(BaseModel):
+    """How a stage ran for the batch a question was processed in: ``size`` questions together,
+    ``seconds`` of wall time for all of them (the question's own share is in ``Trace.seconds``)."""
+
+    size: int = Field(ge=1)
+    seconds: float = Field(ge=0)
+
+
 class Trace(BaseModel):
     """Per-question record of what every stage did (written to ``*.traces.jsonl``).
 
@@ -215,7 +223,11 @@ class Trace(BaseModel):
             Ranking per sub-query; ``final`` → a single-element list with the ranking
             whose head is given to the generator.
         context_ids: passage ids put in the prompt, in prompt order.
-        seconds: stage name → wall seconds spent on this question.
+        seconds: stage name → this question's share of the stage's wall seconds: the batch's
+            seconds divided by the batch size (stages run batched; see ``batches``).
+        batches: stage name → the batch that stage ran in (:class:`StageBatch`: its size and wall
+            seconds); the sum of a trace's batch seconds is the wall time from its batch's start to
+            its answer.
         fallbacks: every fallback taken, across stages.
         truncations: what was cut to fit a model's context window (question, passages).
         citations: per answer sentence, the passages it cites (generators that cite);
@@ -237,7 +249,10 @@ class Trace(BaseModel):
     plan: QueryPlan
     rankings: dict[str, list[Ranking]] = Field(default_factory=dict)
     context_ids: list[str] = Field(default_factory=list)
-    seconds: dict[str, float] = Field(default_factory=dict)
+    seconds: dict[str, float] = Field(default_factory=dict, description=(
+        "Stage -> this question's share of the stage's wall seconds (its batch's seconds / batch size)."))
+    batches: dict[str, StageBatch] = Field(default_factory=dict, exclude_if=lambda v: not v, description=(
+        "Stage -> the batch it ran in: its size and wall seconds for the whole batch."))
     fallbacks: list[str] = Field(default_factory=list)
     truncations: list[str] = Field(default_factory=list, description=(
         "What was cut to fit a model's window, e.g. 'generate: question: 200740 -> 960 tokens'."))

@@ -31,6 +31,9 @@ class LlamaCppLLM:
         self._llm = None
         self._lock = threading.Lock()  # a llama.cpp context is not thread-safe
         self._grammars: dict[str, object] = {}
+        self._batcher = None  # the BatchDecoder, built on the first batched call
+        self._formatter = None
+        self._local = threading.local()
 
     def warm_up(self) -> None:
         """Load the model now (else it loads on first use)."""
@@ -109,12 +112,86 @@ class LlamaCppLLM:
                 raise LLMError(f"llama-cpp: {type(e).__name__}: {e}") from e
         return out["choices"][0]["message"]["content"] or ""
 
+    def set_call_deadline(self, at: float | None) -> None:
+        """For batched calls made from this thread: sequences still decoding at ``at`` (epoch
+        seconds; None: no deadline) end with an LLMError, the others keep their replies
+        (``preqrag run --deadline`` sets the batch's cut-off)."""
+        self._local.deadline = at
+
+    def _batch_engine(self):
+        """The :class:`~preqrag.llm.batching.BatchDecoder` of this model (built once), or None
+        when ``n_parallel`` is 1 or the model's chat format is not its GGUF template."""
+        if self.cfg.n_parallel <= 1:
+            return None
+        llm = self._load()
+        if self._batcher is None and self._formatter is None:
+            from .batching import BatchDecoder, chat_formatter
+
+            self._formatter = chat_formatter(llm) or False
+            if self._formatter:
+                self._batcher = BatchDecoder(llm, n_parallel=self.cfg.n_parallel,
+                                             n_ctx=min(self.cfg.parallel_ctx, self.cfg.n_ctx),
+                                             n_threads=self.cfg.n_threads or cpu_threads())
+        return self._batcher
+
     def chat_many(self, requests: list[list[dict]], *, max_tokens: int, temperature: float = 0.0,
                   **options) -> list[str | LLMError]:
-        """Sequential (one llama.cpp context); a failure is returned in place, not raised.
-        ``options`` (``schema``, ``seed``, ``top_p``, ``top_k``, ``repeat_penalty``) as in
-        :meth:`chat`, for every request."""
-        return chat_each(self, requests, max_tokens=max_tokens, temperature=temperature, **options)
+        """Every request's reply; a failure is returned in place, not raised. ``options``
+        (``schema``, ``seed``, ``top_p``, ``top_k``, ``repeat_penalty``) as in :meth:`chat`,
+        for every request.
+
+        With ``[llm] n_parallel`` > 1 (the default) and two or more requests, the replies are
+        decoded together, up to ``n_parallel`` at a time, by continuous batching
+        (:class:`~preqrag.llm.batching.BatchDecoder`): the same prompts, sampler chains and
+        grammars as :meth:`chat`, a higher decode rate. A request whose prompt plus
+        ``max_tokens`` exceeds a batch slot (``[llm] parallel_ctx`` tokens) runs alone afterwards
+        with the whole ``n_ctx`` window. Greedy replies may differ from
+        the sequential ones in a few tokens (batched matrix kernels round differently).
+        ``last_batch`` then holds the call's counters. Otherwise the requests run one after
+        another through :meth:`chat`."""
+        if len(requests) < 2 or self._batch_engine() is None:
+            return chat_each(self, requests, max_tokens=max_tokens, temperature=temperature, **options)
+        from .batching import Job
+
+        schema = options.pop("schema", None)
+        seed = options.pop("seed", None)
+        sampling = self.cfg.sampling(**options)
+        if self.cfg.min_p is not None:
+            sampling["min_p"] = self.cfg.min_p
+        with self._lock:
+            grammar = self._grammar(schema)
+            jobs, results, alone = [], [], []
+            for i, messages in enumerate(requests):
+                try:
+                    tokens, stop = self._formatter(messages)
+                except PROGRAMMING_ERRORS:
+                    raise
+                except Exception as e:  # a template that refuses the messages
+                    results.append(LLMError(f"llama-cpp: chat template: {type(e).__name__}: {e}"))
+                    continue
+                if len(tokens) + max_tokens > self._batcher.n_ctx:  # too long for a slot: the full window
+                    alone.append(i)
+                    results.append(None)
+                    continue
+                results.append(len(jobs))
+                jobs.append(Job(tokens, max_tokens, temperature=temperature, seed=0 if seed is None else seed,
+                                grammar=grammar, sampling=sampling, stop=stop))
+            with model_time("llm"):
+                out = self._batcher.run(jobs, deadline=getattr(self._local, "deadline", None)) if jobs else []
+        replies = [r if not isinstance(r, int) else out[r] if isinstance(out[r], LLMError)
+                   else self._batcher.text(out[r], jobs[r].stop) for r in results]
+        if alone:  # one at a time, each with the whole n_ctx window
+            rest = chat_each(self, [requests[i] for i in alone], max_tokens=max_tokens, temperature=temperature,
+                             schema=schema, seed=seed, **options)
+            for i, r in zip(alone, rest):
+                replies[i] = r
+        return replies
+
+    @property
+    def last_batch(self):
+        """Counters of the last batched :meth:`chat_many` (:class:`~preqrag.llm.batching.BatchStats`),
+        or None before the first."""
+        return self._batcher.last if self._batcher is not None else None
 
 
 def requantize(src: str | os.PathLike, dst: str | os.PathLike, ftype: str = "Q4_0", *, threads: int = 2,
