@@ -58,3 +58,15 @@ def test_an_answer_that_cites_is_shown_as_written(attributor):
 def test_without_an_attributor_the_documents_are_still_listed_once():
     shown = format_answer(_record("Some answer."), 1.0, None)
     assert "A: Some answer.\n" in shown and "passages from: [1,3] <urn:a>; [2] <urn:b>" in shown
+
+
+def test_answer_time_is_the_batch_wall_time_and_says_so():
+    from preqrag.display import answer_time, format_answer
+
+    trace = {"seconds": {"rerank": 0.25, "generate": 2.0},
+             "batches": {"rerank": {"size": 4, "seconds": 1.0}, "generate": {"size": 4, "seconds": 8.0}}}
+    assert answer_time(trace) == (9.0, 4)
+    assert answer_time({"seconds": {"generate": 3.0}}) == (3.0, 1)  # a trace from before batches were recorded
+    rec = {"question": "q?", "answer": "a.", "passages": [{"passage": "p", "doc_IDs": ["d1"]}]}
+    assert "   9.0 s, answered together with 3 other questions (2.2 s per question)" in format_answer(rec, 9.0, None, 4)
+    assert format_answer(rec, 3.0).rstrip().endswith("   3.0 s")
