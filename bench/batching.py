@@ -121,12 +121,18 @@ def main(argv=None) -> int:
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--work", required=True, help="run answers and per-setting JSON (a rerun resumes)")
     ap.add_argument("--skip-run", action="store_true", help="engine rows only")
+    ap.add_argument("--engine-from", default=None, help="take the engine rows (and their date) from this "
+                    "earlier output of the script, on the same machine, instead of measuring them again")
     ap.add_argument("--out", default="docs/bench/batching.json")
     args = ap.parse_args(argv)
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    engine = engine_rows(args.model, Path(args.dev), [int(x) for x in args.parallel.split(",")], args.decode_tokens)
+    if args.engine_from:
+        engine = json.loads(Path(args.engine_from).read_text())["engine"]
+    else:
+        engine = engine_rows(args.model, Path(args.dev), [int(x) for x in args.parallel.split(",")],
+                             args.decode_tokens)
     runs = [] if args.skip_run else run_rows(args.index, args.questions, args.limit, work)
     result = {"model": args.model, "engine": engine, "run": runs, "machine": machine(), "date": date,
               "command": "python bench/batching.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv))}

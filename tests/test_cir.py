@@ -291,3 +291,30 @@ def test_cir_preset_end_to_end_cli(small_index, small_corpus, tmp_path):
         assert t.citations and all(c.sentence.strip() for c in t.citations)
         expertise = {q["id"]: q["user_expertise"] for q in questions}[t.id]
         assert EXPERTISE_PROMPTS["P.2" if expertise == "expert" else "P.1"] in a.final_prompt
+
+
+def test_copied_sentences_counts_twelve_shared_words():
+    from preqrag.answering import copied_sentences
+
+    passage = ("Consider intermittent instead of continuous fillets - not all fillet welds need to be continuous, "
+               "especially when welding stiffeners.")
+    answers = ["Not all fillet welds need to be continuous, especially when welding stiffeners, it says.",  # 12 words
+               "Fillet welds on stiffeners can be intermittent rather than continuous.",  # paraphrase
+               "Consider intermittent instead of continuous fillets."]  # shorter than 12 words
+    assert copied_sentences(answers, [passage]) == [True, False, False]
+    assert copied_sentences(answers, ["unrelated text"]) == [False, False, False]
+    assert copied_sentences([], [passage]) == []
+
+
+def test_segments_are_their_answer_bearing_sentences_within_context_tokens():
+    ok = json.dumps({"sentences": [{"text": "Moss spreads by spores.", "ids": [1]}]})
+    llm = FakeLLM([ok])
+    long = ("Moss spreads by spores carried on the wind. " + "The lawn was mown on Tuesday afternoon. " * 30)
+    gen = CIRGenerator(llm, GeneratorConfig(context_tokens=24), CIRConfig())
+    (g,) = gen.generate(["How does moss spread?"], [[long, "Unrelated text about cars. " * 20]])
+    assert "Moss spreads by spores" in llm.prompts[0] and llm.prompts[0].count("mown on Tuesday") <= 1
+    assert any(t.startswith("generate: selected passage 1:") for t in g.truncations), g.truncations
+    assert g.citations == [("Moss spreads by spores.", [1])]
+    whole = FakeLLM([ok])
+    CIRGenerator(whole, GeneratorConfig(context_tokens=0), CIRConfig()).generate(["How does moss spread?"], [[long]])
+    assert whole.prompts[0].count("mown on Tuesday") == 30  # 0 = whole segments, as the paper

@@ -189,6 +189,34 @@ def drop_unfinished_sentence(answer: str) -> tuple[str, bool]:
     return text[:ends[-1].end()], True
 
 
+COPY_WORDS = 12
+"""Consecutive words an answer sentence must share with a passage to count as a verbatim copy
+(:func:`copied_sentences`): long enough that a shared name or phrase does not count."""
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def copied_sentences(sentences: list[str], passages: list[str], n: int = COPY_WORDS) -> list[bool]:
+    """For each answer sentence: does it hold ``n`` consecutive words of one passage (compared
+    lower-cased, letters and digits only, so punctuation and markers do not hide a copy)?
+    A sentence shorter than ``n`` words is never a copy.
+
+    Returns:
+        One bool per sentence, in order.
+    """
+    grams: set[tuple[str, ...]] = set()
+    for p in passages:
+        w = _words(p)
+        grams.update(tuple(w[i:i + n]) for i in range(len(w) - n + 1))
+    out = []
+    for s in sentences:
+        w = _words(s)
+        out.append(any(tuple(w[i:i + n]) in grams for i in range(len(w) - n + 1)))
+    return out
+
+
 def answer_options(cfg: GeneratorConfig) -> dict:
     """The answer call's sampling keyword arguments from ``[generator]``: ``temperature`` and
     those of ``top_p``, ``top_k``, ``repeat_penalty`` that are set (the others: ``[llm]``'s)."""

@@ -8,10 +8,17 @@ from .generator import CIRGenerator
 from .mmr import MMRStep, load_mmr_step
 
 
-@register("generator", "cir", reads=("generator", "cir", "llm"))
+@register("generator", "cir", reads=("generator", "cir", "llm", "reranker"))
 def build_generator(ctx: Context) -> CIRGenerator:
-    """Expertise-adapted prompt, cited JSON answer (CIR §2.2, Table 2; ``[cir]``)."""
-    return CIRGenerator(ctx.get_llm(), ctx.cfg.generator, ctx.cfg.cir)
+    """Expertise-adapted prompt, cited JSON answer (CIR §2.2, Table 2; ``[cir]``); with
+    ``[generator] context_tokens`` the segments are their answer-bearing sentences, chosen by the
+    pipeline's shared cross-encoder unless ``sentence_scorer = "words"``."""
+    g, scorer = ctx.cfg.generator, None
+    if g.context_tokens and g.sentence_scorer != "words":
+        from ...rerankers import shared_reranker
+
+        scorer = shared_reranker(ctx)
+    return CIRGenerator(ctx.get_llm(), g, ctx.cfg.cir, sentence_scorer=scorer)
 
 
 @register("rerank", "mmr", reads=("mmr", "bm25", "embedder"))

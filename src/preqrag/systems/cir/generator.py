@@ -32,6 +32,7 @@ from ...answering import answer_options, degenerate
 from ...config import GeneratorConfig
 from ...generation import Generated, fit_prompt, truncate_words
 from ...llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
+from ...selection import select_sentences
 from ...stages import LLM, LLMError
 from ...text import llm_window, token_counter
 from .settings import CIRConfig
@@ -70,10 +71,11 @@ EXPERTISE_LEVELS: dict[str, str] = {
 LiveRAG questions, uses ``novice`` / ``expert``; the other names are for other data sets.
 The prompt ids themselves (``"P.2"``) are accepted too."""
 
-OUTPUT_FORMAT = ('Reply with this JSON only: {"sentences": [{"text": "<one sentence>", "ids": [<id>, ...]}, '
-                 '...]}\n')
-"""Not in the paper: the JSON shape the parser reads. CIR gave few-shot examples and asked
-for JSON in the API call (§2.2) but published neither the examples nor the schema."""
+OUTPUT_FORMAT = ('Reply with this JSON only: {"sentences": [{"text": "<one sentence of your answer to the query, '
+                 'in your own words>", "ids": [<id>, ...]}, ...]}\n')
+"""Not in the paper: the JSON shape the parser reads, asking for the answer's own sentences (a
+1.5B model otherwise copies segment text into the sentence slots). CIR gave few-shot examples
+and asked for JSON in the API call (§2.2) but published neither the examples nor the schema."""
 
 MAX_SENTENCE_CHARS = 200
 """Longest answer sentence in characters (the schema's ``maxLength``)."""
@@ -303,10 +305,11 @@ class CIRGenerator:
 
     name = "cir"
 
-    def __init__(self, llm: LLM, cfg: GeneratorConfig, cir: CIRConfig):
+    def __init__(self, llm: LLM, cfg: GeneratorConfig, cir: CIRConfig, sentence_scorer=None):
         self.llm = llm
         self.cfg = cfg
         self.cir = cir
+        self.sentence_scorer = sentence_scorer  # cross-encoder: score(pairs) -> logits
 
     def _expertise(self, extra: dict | None) -> tuple[str, str | None]:
         """(prompt id, fallback or None) for one question."""
@@ -324,6 +327,15 @@ class CIRGenerator:
         count = token_counter(llm)
         window = llm_window(llm)
         chosen = [self._expertise(extras[i] if extras else None) for i in range(len(questions))]
+        notes: list[list[str]] = [[] for _ in questions]
+        if self.cfg.context_tokens:  # each segment's answer-bearing sentences (preqrag.selection)
+            ce = self.sentence_scorer
+            score = (lambda q, ss: ce.score([(q, s) for s in ss]) if ss else []) if ce is not None else None
+            selected = [select_sentences(q, c, max_tokens=self.cfg.context_tokens, count=count, scorer=score)
+                        for q, c in zip(questions, contexts)]
+            contexts = [s for s, _ in selected]
+            by = "by the cross-encoder" if ce is not None else "by question words"
+            notes = [[f"generate: selected {t}, {by}" for t in n] for _, n in selected]
         fitted = []
         for q, c, (pid, _) in zip(questions, contexts, chosen):
             fitted.append(fit_prompt(q, c, prompt=pid, count=count, window=window,
@@ -334,8 +346,8 @@ class CIRGenerator:
         replies = chat_grouped(llm, [[{"role": "user", "content": f.text}] for f in fitted], schemas,
                                [self.cfg.max_new_tokens] * len(fitted), **answer_options(self.cfg))
         out = []
-        for f, reply, ctx, (_, expertise_fb) in zip(fitted, replies, contexts, chosen):
-            truncations = [f"generate: {t}" for t in f.truncations]
+        for f, reply, ctx, (_, expertise_fb), sel in zip(fitted, replies, contexts, chosen, notes):
+            truncations = sel + [f"generate: {t}" for t in f.truncations]
             fallbacks = [expertise_fb] if expertise_fb else []
             if isinstance(reply, LLMError):
                 out.append(Generated(f.text, reply, truncations, None, 0, tuple(fallbacks), n_passages=f.n_passages))

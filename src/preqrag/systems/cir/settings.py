@@ -56,6 +56,6 @@ register_table("mmr", MMRConfig)
 register_preset("cir", {
     "rewriter": {"name": "none"}, "rerank": {"chain": ["cross-encoder", "mmr"]},
     "mmr": {"lambda_": 0.5, "similarity": "cosine", "top_j": 100, "relevance": "scores"},
-    "generator": {"name": "cir", "context_top_k": 20, "max_new_tokens": 512},
+    "generator": {"name": "cir", "context_top_k": 20, "max_new_tokens": 512, "context_tokens": 640},
     "cir": {"prompt": "P.1", "use_question_expertise": True},
     "run": {"use_given_candidates": True}})
