@@ -85,7 +85,8 @@ def test_cir_pipeline_uses_given_candidates_and_skips_retrieval(small_index, sma
     cands = _candidates(small_index, small_corpus)
     reply = json.dumps({"sentences": [{"text": "One.", "ids": [2, 1]}, {"text": "Two.", "ids": [3, 4]}]})
     llm = FakeLLM(reply)
-    whole = {**TEST_OVERRIDES, "generator": {"sentence_scorer": "words", "max_new_tokens": 16}}  # whole passages: the prompt is checked below
+    # whole segments (context_tokens = 0, the paper's): the prompt is checked below
+    whole = {**TEST_OVERRIDES, "generator": {"sentence_scorer": "words", "max_new_tokens": 16, "context_tokens": 0}}
     cfg = load_config(None, whole, pipeline="cir")
     assert cfg.run.use_given_candidates and not load_config(None, TEST_OVERRIDES).run.use_given_candidates
     p = Pipeline.from_config(small_index, cfg, llm=llm)
