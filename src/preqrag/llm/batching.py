@@ -34,7 +34,6 @@ unfinished sequence with an LLMError at the first step after it.
 
 from __future__ import annotations
 
-import ctypes
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -360,5 +359,3 @@ def chat_formatter(llama):
 
 
 __all__ = ["BatchDecoder", "BatchStats", "Job", "chat_formatter", "PENALTY_LAST_N"]
-
-_ = ctypes  # ctypes arrays of llama_batch are filled in place
