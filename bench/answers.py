@@ -9,8 +9,9 @@ Two steps, so that every configuration answers from the same passages:
    documents and reference answer to a JSONL file.
 2. ``answer``: the generator of the default configuration plus ``--set`` overrides (e.g.
    ``--set llm.model=qwen2.5-coder-1.5b --set generator.context_tokens=384``) answers the first
-   ``--head`` questions of that file, one at a time (as ``preqrag run`` does on one llama.cpp
-   context), and merges one row per ``--label`` into ``--out`` (JSON) and its ``.md``:
+   ``--head`` questions of that file, ``--batch`` at a time in one ``generate`` call (default 1:
+   one at a time; ``--batch 32`` as ``preqrag run`` with ``[run] batch_size = 32``: the LLM decodes
+   their answers together, :mod:`preqrag.llm.batching`), and merges one row per ``--label`` into ``--out`` (JSON) and its ``.md``:
 
    * ``answer_token_f1`` (SQuAD token F1) and ``answer_rougeL`` (ROUGE-L F, stemmed) against
      the reference answers;
@@ -24,7 +25,8 @@ Two steps, so that every configuration answers from the same passages:
      cross-encoder, logit >= 2.5, calibrated on dev reference answers disjoint from the smoke
      questions, docs/bench/citations.md);
    * ``prompt_tokens_mean`` (the user message in the LLM's tokenizer; the chat template adds ~30) and
-     ``generate_seconds_per_question`` (wall time of the generator's call), on ``machine``.
+     ``generate_seconds_per_question`` (wall time of the generator's call; batched: the call's wall
+     time divided by its questions, a per-question share), on ``machine``.
 
    Answers are kept per label in ``--work`` (one JSONL per label): an interrupted run resumes.
 
@@ -52,7 +54,7 @@ from presets import token_f1  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 
 COLUMNS = ["label", "llm", "n_questions", "answer_token_f1", "answer_rougeL", "context_hit", "degenerate_share",
-           "supported_share", "prompt_tokens_mean", "answer_tokens_mean", "generate_seconds_per_question",
+           "supported_share", "prompt_tokens_mean", "answer_tokens_mean", "generate_seconds_per_question", "batch",
            "default", "machine"]
 
 
@@ -130,24 +132,26 @@ def answer(args) -> None:
     if hasattr(llm, "warm_up"):
         llm.warm_up()
     count = getattr(llm, "count_tokens", None)
+    todo = [it for it in items if it["id"] not in have]
     with cache.open("a", encoding="utf-8") as fh:
-        for n, it in enumerate(items, 1):
-            if it["id"] in have:
-                continue
-            texts = [p["text"] for p in it["passages"]]
+        for start in range(0, len(todo), args.batch):
+            group = todo[start:start + args.batch]
             t0 = time.perf_counter()
-            g = generator.generate([it["question"]], [texts])[0]
+            gens = generator.generate([it["question"] for it in group], [[p["text"] for p in it["passages"]] for it in group])
             dt = time.perf_counter() - t0
-            failed = isinstance(g.answer, LLMError)
-            rec = {"id": it["id"], "answer": "" if failed else g.answer, "error": str(g.answer) if failed else None,
-                   "final_prompt": g.final_prompt, "fallbacks": list(g.fallbacks), "truncations": g.truncations,
-                   "n_passages": g.n_passages if g.n_passages is not None else len(texts), "seconds": round(dt, 3),
-                   "prompt_tokens": count(g.final_prompt) if count else None,
-                   "answer_tokens": count(g.answer) if count and not failed else None}
-            fh.write(json.dumps(rec) + "\n")
+            for it, g in zip(group, gens):
+                failed = isinstance(g.answer, LLMError)
+                rec = {"id": it["id"], "answer": "" if failed else g.answer, "error": str(g.answer) if failed else None,
+                       "final_prompt": g.final_prompt, "fallbacks": list(g.fallbacks), "truncations": g.truncations,
+                       "n_passages": g.n_passages if g.n_passages is not None else len(it["passages"]),
+                       # one question at a time: its own call's wall time; batched: the per-question share
+                       "seconds": round(dt / len(group), 3), "batch": len(group), "batch_seconds": round(dt, 3),
+                       "prompt_tokens": count(g.final_prompt) if count else None,
+                       "answer_tokens": count(g.answer) if count and not failed else None}
+                fh.write(json.dumps(rec) + "\n")
+                have[it["id"]] = rec
             fh.flush()
-            have[it["id"]] = rec
-            print(f"{n}/{len(items)} {dt:.1f}s {rec['answer'][:100]!r}", file=sys.stderr)
+            print(f"{len(have)}/{len(items)} {dt:.1f}s for {len(group)} {rec['answer'][:100]!r}", file=sys.stderr)
 
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
     attributor = load_attributor()
@@ -183,7 +187,7 @@ def answer(args) -> None:
            "degenerate_share": round(degen / len(items), 4), "supported_share":
                round(supported / sentences, 4) if sentences else None,
            "prompt_tokens_mean": mean(ptoks), "answer_tokens_mean": mean(atoks),
-           "generate_seconds_per_question": mean(secs), "default": bool(args.default),
+           "generate_seconds_per_question": mean(secs), "batch": args.batch, "default": bool(args.default),
            "overrides": overrides, "machine": describe(machine()),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "command": "python bench/answers.py " + " ".join(placeholders(sys.argv[1:]))}
@@ -212,7 +216,8 @@ def render(out: Path) -> None:
     md = ["# Answers per configuration", "",
           "Written by `bench/answers.py` from docs/bench/answers.json: each row one answering configuration on the "
           "same context passages; quality against the dev reference answers, seconds of the generator's call "
-          "(one question at a time, one llama.cpp context), on the machine named.", "", CONTEXTS_NOTE, "",
+          "per question (`batch` 1: one question at a time on one llama.cpp context; `batch` N: N questions per "
+          "call, their answers decoded together, the call's wall time divided by N), on the machine named.", "", CONTEXTS_NOTE, "",
           *md_table(data["rows"], COLUMNS), "", "Commands:", ""]
     md += [f"- {r['label']} ({r['n_questions']} q): `{r['command']}`" for r in data["rows"]]
     atomic_write_text(out.with_suffix(".md"), "\n".join(md) + "\n")
@@ -234,6 +239,7 @@ def main(argv=None) -> None:
     a.add_argument("--label", required=True)
     a.add_argument("--set", action="append", default=[])
     a.add_argument("--default", action="store_true", help="this row is the shipped default")
+    a.add_argument("--batch", type=int, default=1, help="questions per generate call (answered together)")
     a.add_argument("--work", default="bench_work/answers", help="per-label answer files (resume)")
     a.add_argument("-o", "--out", default="docs/bench/answers.json")
     r = sub.add_parser("render", help="rewrite the .md from the JSON")

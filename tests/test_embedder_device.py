@@ -37,11 +37,12 @@ def test_cuda_for_a_cpu_only_backend_is_a_configuration_error():
 
 
 def test_auto_encodes_on_what_torch_sees_and_matches_an_explicit_device():
-    auto = load_encoder(load_config(None).embedder)
+    # the torch backend (on a CPU, backend "auto" runs the default model as ONNX int8: test_onnx_export.py)
+    auto = load_encoder(load_config(None, {"embedder": {"backend": "torch"}}).embedder)
     va = auto.encode(TEXTS, is_query=False)
     expected = "cuda" if torch.cuda.is_available() else "cpu"
     assert auto.device == expected
-    explicit = load_encoder(load_config(None, {"embedder": {"device": "cpu"}}).embedder)
+    explicit = load_encoder(load_config(None, {"embedder": {"device": "cpu", "backend": "torch"}}).embedder)
     vc = explicit.encode(TEXTS, is_query=False)
     assert va.dtype == np.float32 and va.shape == vc.shape == (2, 384)
     cos = (va * vc).sum(axis=1)  # unit-norm rows: float16 on a GPU agrees to a cosine near 1

@@ -132,15 +132,16 @@ def test_interrupted_build_resumes_from_checkpointed_shards(tmp_path, small_corp
 
     encoded = []
     monkeypatch.setattr(ix, "_save_shard", real_save)
-    from preqrag.encoders.sentence_transformers import SentenceTransformerEncoder
+    from preqrag.encoders import load_encoder
 
-    real_encode = SentenceTransformerEncoder.encode
+    encoder_class = type(load_encoder(test_config.embedder))  # ONNX int8 on a CPU, torch on CUDA
+    real_encode = encoder_class.encode
 
     def counting(self, texts, **kw):
         encoded.append(len(texts))
         return real_encode(self, texts, **kw)
 
-    monkeypatch.setattr(SentenceTransformerEncoder, "encode", counting)
+    monkeypatch.setattr(encoder_class, "encode", counting)
     manifest = build_index(corpus, target, test_config)
     assert manifest["n_passages"] > 48 and sum(encoded) == manifest["n_passages"] - 32  # the two finished shards were not re-encoded
     assert (target / "manifest.json").exists() and not (tmp_path / "idx.partial").exists()

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from preqrag.pipeline import Pipeline
@@ -66,6 +67,25 @@ def test_reranker_orders_relevant_passage_first(pipeline):
              "The recipe calls for two cups of flour and a pinch of salt."]
     scores = pipeline.rerank_chain[0].reranker.score([("What is SCADA?", texts[0]), ("What is SCADA?", texts[1])])
     assert scores.shape == (2,) and scores[0] > scores[1] + 3
+
+
+def test_cross_encoder_scores_pairs_alone_and_agrees_with_padded_batches(pipeline):
+    """The ONNX int8 cross-encoder's pair-by-pair mode (batch_size 1, the default): a pair's score does
+    not depend on the other pairs of the call, and on real smoke passages it ranks as padded batches do."""
+    from scipy.stats import spearmanr
+
+    from preqrag.config import RerankerConfig
+    from preqrag.rerankers import load_reranker
+
+    texts = [pipeline.index.text(pid) for pid in pipeline.index.passage_ids[:12]]
+    pairs = [("How does moss spread on lawns?", t) for t in texts]
+    alone = load_reranker(RerankerConfig(max_length=256, batch_size=1))
+    padded = load_reranker(RerankerConfig(max_length=256, batch_size=8))
+    a = alone.score(pairs)
+    assert a.shape == (12,) and a.dtype == np.float32
+    assert alone.score(pairs[3:4])[0] == a[3] and alone.score(pairs[::-1])[::-1].tolist() == a.tolist()
+    b = padded.score(pairs)
+    assert spearmanr(a, b).statistic > 0.9 and np.abs(a - b).max() < 1.0
 
 
 def test_failing_generation_is_recorded_not_raised(small_index, llm_test_config):

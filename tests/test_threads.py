@@ -1,6 +1,7 @@
 """Models size their thread pools by the CPUs the process was given (OMP_NUM_THREADS, as Ray sets
 it for an actor; else the CPU affinity), not by the machine's cores (issue 24: two Ray actors on
-2 cores ran 4 inference threads). Each case loads the real bundled cross-encoder (onnxruntime)
+2 cores ran 4 inference threads). The cross-encoder scores pairs one per Python thread over a
+single-threaded onnxruntime session: its ``workers`` count is checked. Each case loads the real bundled cross-encoder (onnxruntime)
 and SmolLM2 (llama.cpp) in a fresh process and reads the thread counts the libraries report."""
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from preqrag.threads import cpu_threads
 ce = load_reranker(RerankerConfig())
 session, _ = ce._load()
 llm = LlamaCppLLM(LLMConfig())._load()
+assert session.get_session_options().intra_op_num_threads == 1  # pairs run alone, one per thread
 print(json.dumps({"cpu_threads": cpu_threads(),
-                  "onnxruntime": session.get_session_options().intra_op_num_threads,
+                  "onnxruntime": ce.workers,
                   "llama_cpp": llm.n_threads}))
 """
 

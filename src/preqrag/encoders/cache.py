@@ -15,9 +15,12 @@ class CachedEncoder:
 
     Key: (encoder name, ``"query"``, text) — the encoder's own query prefix is part of its
     configuration and is applied inside the wrapped encoder, so it is also part of the
-    key via ``query_prefix``. Passage encoding (``is_query=False``, done once per index
-    build) passes straight through. Values are the ``float32`` vector bytes; the output
-    is identical to the wrapped encoder's, shape ``(len(texts), dim)``.
+    key via ``query_prefix``. An encoder with a ``cache_name`` (the ONNX int8 export of a
+    sentence-transformers model: name + backend) is keyed by that instead of its name, so vectors
+    cached by the torch backend of the same model are not served as the int8 backend's. Passage
+    encoding (``is_query=False``, done once per index build) passes straight through. Values are
+    the ``float32`` vector bytes; the output is identical to the wrapped encoder's, shape
+    ``(len(texts), dim)``.
     """
 
     def __init__(self, encoder: Encoder, cache_dir: str | Path):
@@ -51,7 +54,7 @@ class CachedEncoder:
         if not is_query:
             return self.encoder.encode(texts, is_query=False, batch_size=batch_size, show_progress=show_progress)
         prefix = getattr(self.encoder, "query_prefix", "")
-        keys = [content_key(self.name, "query", prefix, t) for t in texts]
+        keys = [content_key(getattr(self.encoder, "cache_name", self.name), "query", prefix, t) for t in texts]
         rows = [None if v is None else np.frombuffer(v, dtype=np.float32) for v in self.store.get_many(keys)]
         todo = [i for i, r in enumerate(rows) if r is None]
         if todo:

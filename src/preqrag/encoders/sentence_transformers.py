@@ -20,6 +20,19 @@ def _cpu_has_bf16() -> bool:
     return "avx512_bf16" in flags or "amx_bf16" in flags
 
 
+def cuda_possible() -> bool:
+    """Whether a CUDA device may be visible, without importing torch (seconds) when plainly not:
+    False when no NVIDIA driver is loaded (no ``/proc/driver/nvidia/version``, no ``/dev/nvidia0``)
+    or ``CUDA_VISIBLE_DEVICES`` is empty or ``-1``; else what ``torch.cuda.is_available()`` says."""
+    import os
+
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+        return False
+    if not (os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/nvidia0")):
+        return False
+    return _cuda_available()
+
+
 def _cuda_available() -> bool:
     try:
         import torch
@@ -73,6 +86,9 @@ class SentenceTransformerEncoder:
 
     ``encode`` returns ``float32`` of shape ``(len(texts), dim)``, unit-norm rows.
     """
+
+    backend = "torch"
+    """Recorded in index manifests (``embedder.backend``) beside the ONNX backend's ``"onnx-int8"``."""
 
     def __init__(self, location: str, name: str, query_prefix: str = "", passage_prefix: str = "",
                  bf16: bool | None = None, device: str = "auto"):

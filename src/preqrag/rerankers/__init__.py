@@ -7,6 +7,15 @@ from ..registry import resolve
 from ..stages import Reranker
 
 
+ONNX_BATCH_SIZE = 1
+"""``[reranker] batch_size`` unset, ONNX cross-encoder: each pair alone on every thread
+(:class:`~.onnx.OnnxCrossEncoder`; measured faster than padded batches on 2 cores,
+docs/bench/rerank_speed.md)."""
+
+TORCH_BATCH_SIZE = 16
+"""``[reranker] batch_size`` unset, sentence-transformers cross-encoder (torch, CPU or GPU)."""
+
+
 def load_reranker(cfg: RerankerConfig, cache_dir: str | None = None) -> Reranker | None:
     """The configured cross-encoder, or ``None`` for ``name = "none"``.
 
@@ -21,11 +30,11 @@ def load_reranker(cfg: RerankerConfig, cache_dir: str | None = None) -> Reranker
     if model.format == "onnx":
         from .onnx import OnnxCrossEncoder
 
-        reranker = OnnxCrossEncoder(model.location, cfg.name, cfg.max_length, cfg.batch_size)
+        reranker = OnnxCrossEncoder(model.location, cfg.name, cfg.max_length, cfg.batch_size or ONNX_BATCH_SIZE)
     else:
         from .sentence_transformers import STCrossEncoder
 
-        reranker = STCrossEncoder(model.location, cfg.name, cfg.max_length, cfg.batch_size)
+        reranker = STCrossEncoder(model.location, cfg.name, cfg.max_length, cfg.batch_size or TORCH_BATCH_SIZE)
     if cache_dir:
         from .cache import CachedReranker
 

@@ -2,30 +2,55 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from tokenizers import Tokenizer
 
-from ..timing import model_time
 from .. import onnx_runtime
 from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, reserve_peak, run_batch
+from ..threads import cpu_threads
+from ..timing import model_time
 
 
 class OnnxCrossEncoder:
     """Scores (query, passage) pairs with a BERT cross-encoder exported to ONNX.
 
-    Pairs are truncated to ``max_length`` tokens, cutting the passage only, and scored in
-    length-sorted batches (little padding). Returns the raw relevance logit, ``float32``
-    of shape ``(len(pairs),)``.
+    Pairs are truncated to ``max_length`` tokens, cutting the passage only. Returns the raw
+    relevance logit, ``float32`` of shape ``(len(pairs),)``.
+
+    Args:
+        model_dir: directory with ``model.onnx`` and ``tokenizer.json``.
+        name: the configured model name.
+        max_length: tokens per pair (special tokens included).
+        batch_size: pairs per forward pass. ``1`` (``[reranker] batch_size``'s default): each pair
+            runs alone (no padding) on :func:`~preqrag.threads.cpu_threads` Python threads sharing
+            one single-threaded session, longest first. Measured on the default int8 MiniLM-L-12
+            (docs/bench/rerank_speed.json): faster than padded batches on 2 cores, and a pair's
+            score no longer depends on its batch-mates (the int8 graph quantizes its activations
+            with one scale per input tensor, so in a padded batch the other pairs moved a pair's
+            logit). ``> 1``: length-sorted padded batches on one session with that many intra-op
+            threads.
+        threads: Python threads (``batch_size`` 1) or intra-op threads; default
+            :func:`~preqrag.threads.cpu_threads` (this process's share of the CPU).
     """
 
-    def __init__(self, model_dir: str, name: str, max_length: int = 512, batch_size: int = 16):
+    def __init__(self, model_dir: str, name: str, max_length: int = 512, batch_size: int = 1,
+                 threads: int | None = None):
         self.model_dir = model_dir
         self.name = name
         self.max_length = max_length
         self.batch_size = batch_size
+        self.threads = threads
         self._session = None
         self._tokenizer = None
         self._reserved = False
+
+    @property
+    def workers(self) -> int:
+        """Threads that score at once: Python threads over a single-threaded session (``batch_size``
+        1) or the session's intra-op threads; ``threads``, else :func:`~preqrag.threads.cpu_threads`."""
+        return self.threads or cpu_threads()
 
     def warm_up(self) -> None:
         """Load the model now (else it loads on first use). In ``preqrag serve``
@@ -39,7 +64,9 @@ class OnnxCrossEncoder:
 
     def _load(self):
         if self._session is None:
-            self._session, self._tokenizer = load_session_and_tokenizer(self.model_dir, self.max_length)
+            intra = 1 if self.batch_size == 1 else self.workers
+            self._session, self._tokenizer = load_session_and_tokenizer(self.model_dir, self.max_length,
+                                                                        intra_op_threads=intra)
             self._tokenizer.enable_truncation(max_length=self.max_length, strategy="only_second")
             self._tokenizer.no_padding()  # batches are padded per encoding (Encoding.pad)
             self._plain = Tokenizer.from_str(self._tokenizer.to_str())
@@ -63,6 +90,8 @@ class OnnxCrossEncoder:
         session, tok = self._load()
         fitted = {q: self._fit_question(q) for q in {q for q, _ in pairs}}
         encodings = tok.encode_batch([(fitted[q], p) for q, p in pairs])
+        if self.batch_size == 1:
+            return self._score_each(session, encodings, out)
         for idx in length_sorted_batches([len(e.ids) for e in encodings], self.batch_size):
             batch = [encodings[i] for i in idx]
             width = max(len(e.ids) for e in batch)
@@ -71,4 +100,29 @@ class OnnxCrossEncoder:
             with model_time("cross-encoder"):
                 logits = run_batch(session, batch)
             out[idx] = logits.reshape(len(idx), -1)[:, 0]
+        return out
+
+    def _score_each(self, session, encodings, out: np.ndarray) -> np.ndarray:
+        """Each pair alone (a batch of one, no padding), longest first, on the session shared by
+        :func:`~preqrag.threads.cpu_threads` Python threads (onnxruntime releases the GIL)."""
+        with_types = any(i.name == "token_type_ids" for i in session.get_inputs())
+
+        def one(i: int) -> float:
+            e = encodings[i]
+            ids = np.array([e.ids], dtype=np.int64)
+            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+            if with_types:
+                feeds["token_type_ids"] = np.array([e.type_ids], dtype=np.int64)
+            return float(session.run(None, feeds)[0].reshape(-1)[0])
+
+        order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))
+        threads = min(self.workers, len(order))
+        with model_time("cross-encoder"):
+            if threads > 1:
+                with ThreadPoolExecutor(threads, thread_name_prefix="cross-encoder") as ex:
+                    for i, v in zip(order, ex.map(one, order)):
+                        out[i] = v
+            else:
+                for i in order:
+                    out[i] = one(i)
         return out
