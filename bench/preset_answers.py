@@ -98,6 +98,12 @@ def main(argv=None) -> int:
         data["rows"] = [r for r in data["rows"] if r["label"] != row["label"]] + [row]
         print(json.dumps(row), flush=True)
         atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+    write_md(out, data)
+    return 0
+
+
+def write_md(out: Path, data: dict) -> None:
+    """``out``'s Markdown twin (``.md``) from its rows."""
     cols = ["label", "questions", "answer_token_f1", "degenerate_share", "copied_sentence_share", "cited_sentence_share",
             "llm_calls_per_question", "llm_seconds_per_question", "seconds_per_question"]
     lines = ["# Answers of each preset with the default LLM", "",
@@ -107,7 +113,6 @@ def main(argv=None) -> int:
     lines += md_table(data["rows"], cols, ["row", "questions", "token F1", "degenerate", "copied", "cited",
                                            "LLM calls / q", "LLM s / q", "s / q"])
     atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
-    return 0
 
 
 if __name__ == "__main__":

@@ -318,3 +318,27 @@ def test_segments_are_their_answer_bearing_sentences_within_context_tokens():
     whole = FakeLLM([ok])
     CIRGenerator(whole, GeneratorConfig(context_tokens=0), CIRConfig()).generate(["How does moss spread?"], [[long]])
     assert whole.prompts[0].count("mown on Tuesday") == 30  # 0 = whole segments, as the paper
+
+
+def test_an_answer_that_copies_a_segment_is_rewritten_in_one_more_turn():
+    segment = ("Not all fillet welds need to be continuous, especially when welding stiffeners with full-length "
+               "fillet welds.")
+    copy = json.dumps({"sentences": [{"text": segment, "ids": [1]}]})
+    own = json.dumps({"sentences": [{"text": "Stiffener fillets can be intermittent.", "ids": [1, 9]}]})
+    fresh = json.dumps({"sentences": [{"text": "Flat welding is easiest.", "ids": [2]}]})
+    # first call: both questions; second call: only the copying one, with its draft and not the segments
+    gen, llm = _gen([copy, fresh, own])
+    a, b = gen.generate(["Must fillet welds be continuous?", "Which position is easiest?"],
+                        [[segment, "Flat is easy."], [segment, "Flat welding is the easiest position."]])
+    assert len(llm.prompts) == 3 and "Must fillet welds be continuous?" in llm.prompts[2]
+    assert segment in llm.prompts[2] and "Flat is easy." not in llm.prompts[2]
+    assert a.citations == [("Stiffener fillets can be intermittent.", [1])] and a.removed_citations == 1
+    assert a.fallbacks == ("generate: 1 copied sentence(s): answer rewritten",)
+    assert b.answer == "Flat welding is easiest." and b.fallbacks == ()
+    # a rewrite that fails keeps the first answer, and says so; rewrite_copies = false sends no second turn
+    gen, llm = _gen([copy, LLMError("server down")])
+    (a,) = gen.generate(["Must fillet welds be continuous?"], [[segment, "Flat is easy."]])
+    assert a.answer == segment and "the rewrite failed" in a.fallbacks[0]
+    gen, llm = _gen([copy], rewrite_copies=False)
+    (a,) = gen.generate(["Must fillet welds be continuous?"], [[segment, "Flat is easy."]])
+    assert a.answer == segment and len(llm.prompts) == 1

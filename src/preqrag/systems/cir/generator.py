@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...answering import answer_options, degenerate
+from ...answering import answer_options, copied_sentences, degenerate
 from ...config import GeneratorConfig
 from ...generation import Generated, fit_prompt, truncate_words
 from ...llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
@@ -77,8 +77,25 @@ OUTPUT_FORMAT = ('Reply with this JSON only: {"sentences": [{"text": "<one sente
 1.5B model otherwise copies segment text into the sentence slots). CIR gave few-shot examples
 and asked for JSON in the API call (§2.2) but published neither the examples nor the schema."""
 
-MAX_SENTENCE_CHARS = 200
+REWRITE_PROMPT = ("Query: {question}\n"
+                  "Draft answer, as JSON sentences with the ids of the texts they come from:\n{draft}\n"
+                  "Some draft sentences copy their texts word for word. Write the answer to the query again: "
+                  "short sentences in your own words that answer the query directly, each with the ids of its "
+                  "draft sentences' texts. Leave out what does not answer the query.\n" + OUTPUT_FORMAT)
+"""Not in the paper: the follow-up turn for an answer with verbatim copies (``[cir] rewrite_copies``;
+a sentence holding :data:`preqrag.answering.COPY_WORDS` consecutive words of a segment). It sees
+only the question and the draft (short: the segments are not sent again), so it costs a fraction
+of the first call's prefill; the reply has the first call's schema, so its ids are checked the same
+way."""
+
+MAX_SENTENCE_CHARS = 300
 """Longest answer sentence in characters (the schema's ``maxLength``)."""
+
+
+def _fill(template: str, **values: str) -> str:
+    """``template`` with each ``{name}`` replaced by ``values[name]`` in one pass (the JSON braces of
+    :data:`OUTPUT_FORMAT` stay; a value holding ``{draft}`` is not filled again)."""
+    return re.sub(r"\{(" + "|".join(values) + r")\}", lambda m: values[m.group(1)], template)
 
 
 def cir_answer_schema(n_passages: int, max_new_tokens: int) -> dict:
@@ -345,14 +362,23 @@ class CIRGenerator:
         schemas = [cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens) for f in fitted]
         replies = chat_grouped(llm, [[{"role": "user", "content": f.text}] for f in fitted], schemas,
                                [self.cfg.max_new_tokens] * len(fitted), **answer_options(self.cfg))
+        rewritten, rewritten_copies = (self._rewrite_copies(questions, fitted, contexts, replies, schemas)
+                                       if self.cir.rewrite_copies else ({}, {}))
         out = []
-        for f, reply, ctx, (_, expertise_fb), sel in zip(fitted, replies, contexts, chosen, notes):
+        for i, (f, reply, ctx, (_, expertise_fb), sel) in enumerate(zip(fitted, replies, contexts, chosen, notes)):
             truncations = sel + [f"generate: {t}" for t in f.truncations]
             fallbacks = [expertise_fb] if expertise_fb else []
             if isinstance(reply, LLMError):
                 out.append(Generated(f.text, reply, truncations, None, 0, tuple(fallbacks), n_passages=f.n_passages))
                 continue
             parsed = parse_cir_answer(reply, f.n_passages)
+            if i in rewritten:
+                again = parse_cir_answer(rewritten[i], f.n_passages) if isinstance(rewritten[i], str) else None
+                if again is not None and again.fallback is None:
+                    fallbacks.append(f"generate: {rewritten_copies[i]} copied sentence(s): answer rewritten")
+                    parsed = again
+                else:
+                    fallbacks.append("generate: copied sentence(s), the rewrite failed: the first answer kept")
             if parsed.fallback is not None:
                 fallbacks.append(f"generate: {parsed.fallback}; the raw reply is the answer, without citations")
                 answer, cites = truncate_words(reply, self.cfg.max_words), []
@@ -372,3 +398,28 @@ class CIRGenerator:
             out.append(Generated(f.text, answer, truncations, cites, parsed.removed, tuple(fallbacks),
                                  n_passages=f.n_passages))
         return out
+
+    def _rewrite_copies(self, questions, fitted, contexts, replies, schemas) -> tuple[dict[int, Any], dict[int, int]]:
+        """The follow-up turn (:data:`REWRITE_PROMPT`) for every reply whose sentences copy a segment
+        (:func:`preqrag.answering.copied_sentences`), in one batched call. Returns the new replies
+        (a str, or the LLMError) and the number of copied sentences, both by question index."""
+        todo: dict[int, int] = {}
+        drafts: dict[int, str] = {}
+        for i, (f, reply) in enumerate(zip(fitted, replies)):
+            if isinstance(reply, LLMError):
+                continue
+            parsed = parse_cir_answer(reply, f.n_passages)
+            if parsed.fallback is not None:
+                continue
+            copies = sum(copied_sentences([t for t, _ in parsed.sentences], contexts[i][:f.n_passages]))
+            if copies:
+                todo[i] = copies
+                drafts[i] = json.dumps({"sentences": [{"text": t, "ids": n} for t, n in parsed.sentences]})
+        if not todo:
+            return {}, {}
+        idx = list(todo)
+        requests = [[{"role": "user", "content": _fill(REWRITE_PROMPT, question=questions[i], draft=drafts[i])}]
+                    for i in idx]
+        again = chat_grouped(self.llm, requests, [schemas[i] for i in idx], [self.cfg.max_new_tokens] * len(idx),
+                             **answer_options(self.cfg))
+        return dict(zip(idx, again)), todo

@@ -2,7 +2,8 @@
 
 The preset is CIR at TREC 2024 RAG's priority-1 run (Table 3, run 3): the raw question (CIR
 rewrites nothing), BM25 + dense, cross-encoder, MMR with cosine similarity and λ = 0.5 over the
-top j = 100 (§2.1), k = 20 passages (Table 1) to the P.1 expertise prompt (or the question's
+top j = 100 (§2.1), k = 8 passages (Table 1 has k = 20 and 50; 8 segments' answer-bearing
+sentences in 512 LLM tokens answered better with the 1.5B default LLM: docs/preset-cir.md) to the P.1 expertise prompt (or the question's
 ``user_expertise``) with a cited JSON answer (§2.2). A question with its own pre-ranked
 ``candidates`` (a ragnarok request, CIR's task) is answered from the top k of them without
 retrieval (``run.use_given_candidates``). docs/preset-cir.md lists the deviations.
@@ -29,6 +30,9 @@ class CIRConfig(_Section):
     use_question_expertise: bool = Field(True, description=(
         "Choose the prompt per question from its 'user_expertise' field when present (novice -> P.1, "
         "expert -> P.2, intermediate -> P.3); questions without it use 'prompt'."))
+    rewrite_copies: bool = Field(True, description=(
+        "Not in the paper: an answer whose sentences copy 12+ consecutive words of a segment is written "
+        "again in one more, short LLM turn (question + draft; preqrag.systems.cir.generator.REWRITE_PROMPT)."))
 
 
 class MMRConfig(_Section):
@@ -56,6 +60,6 @@ register_table("mmr", MMRConfig)
 register_preset("cir", {
     "rewriter": {"name": "none"}, "rerank": {"chain": ["cross-encoder", "mmr"]},
     "mmr": {"lambda_": 0.5, "similarity": "cosine", "top_j": 100, "relevance": "scores"},
-    "generator": {"name": "cir", "context_top_k": 20, "max_new_tokens": 512, "context_tokens": 640},
+    "generator": {"name": "cir", "context_top_k": 8, "max_new_tokens": 512, "context_tokens": 512},
     "cir": {"prompt": "P.1", "use_question_expertise": True},
     "run": {"use_given_candidates": True}})
