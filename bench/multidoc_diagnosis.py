@@ -1,0 +1,149 @@
+"""Where multi-document questions lose a gold document, stage by stage (issue 55, item 2).
+
+For each index (``--index LABEL=DIR``, e.g. the bench corpus and ``corpus_plus``) the ``hybrid`` preset
+retrieves (no LLM) the fixed-seed dev sample (seed 0, ``--sample`` 500, first ``--head`` 200, as
+bench/presets.py) with every stage's ranking kept whole (``[run] trace_depth`` 400). For each gold
+document of each multi-document question (two gold documents) it records which stages hold a passage
+of it:
+
+* ``bm25@100`` / ``dense@100``: the BM25 / dense top-100 passages of the question;
+* ``either@100``: either of them (what fusion can see);
+* ``fused``: the fused list (``union``: every candidate; its head of ``[reranker] depth`` is reranked);
+* ``rerank_cut``: the cross-encoder's input, the fused list's first ``[reranker] depth`` (30) passages;
+* ``top10``: the first 10 distinct documents of the final (reranked) ranking: multi recall@10;
+* ``top3``: the documents of the first ``[generator] context_top_k`` (3) passages, the generator's context.
+
+Each gold document is then counted at the **first stage it is missing from** (``lost at``, from
+``either@100`` on: BM25 and dense are alternatives), per
+DataMorgana ``answer_type`` (``multi-aspect``, ``comparison``, ``three-doc``, and all). Shares are of gold
+documents (two per question).
+
+    python bench/multidoc_diagnosis.py --index corpus=IDX --index corpus_plus=IDX_PLUS \\
+        --questions ../shared/liverag-bench/dev.jsonl -o docs/bench/multidoc_diagnosis.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import random
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from _common import describe, machine, md_table, placeholders
+
+from preqrag.config import load_config
+from preqrag.io import atomic_write_text, read_questions
+from preqrag.pipeline import Pipeline
+
+STAGES = ("bm25@100", "dense@100", "either@100", "fused", "rerank_cut", "top10", "top3")
+LOSS_STAGES = STAGES[2:]
+"""The pipeline's sequence, where a gold document can be lost (BM25 and dense are alternatives:
+a document in either top 100 reaches fusion)."""
+
+
+def _docs(pipeline, ids, limit: int | None = None) -> list[str]:
+    """The distinct documents of passage ``ids`` in rank order (the first ``limit`` of them)."""
+    out: list[str] = []
+    for pid in ids:
+        d = pipeline.index.passages[pid].doc_id
+        if d not in out:
+            out.append(d)
+            if limit and len(out) == limit:
+                break
+    return out
+
+
+def stage_docs(pipeline, trace, depth: int, top_k: int) -> dict[str, set[str]]:
+    """Stage name → the set of documents present there, for one question's trace."""
+    def ids(stage: str) -> list[str]:
+        return [pid for r in trace.rankings.get(stage, []) for pid in r.ids]
+
+    sparse, dense, fused, reranked = ids("sparse"), ids("dense"), ids("merged"), ids("final")
+    out = {"bm25@100": set(_docs(pipeline, sparse[:100])), "dense@100": set(_docs(pipeline, dense[:100])),
+           "fused": set(_docs(pipeline, fused)), "rerank_cut": set(_docs(pipeline, fused[:depth])),
+           "top10": set(_docs(pipeline, reranked, 10)), "top3": set(_docs(pipeline, reranked[:top_k]))}
+    out["either@100"] = out["bm25@100"] | out["dense@100"]
+    return out
+
+
+def diagnose(index: str, questions, batch_size: int) -> dict:
+    cfg = load_config(None, {"run": {"trace_depth": 400}}, pipeline="hybrid")
+    pipeline = Pipeline.from_config(index, cfg)
+    pipeline.warm_up()
+    multi = [q for q in questions if len(q.extra.get("gold_doc_ids") or []) == 2]
+    traces = []
+    for start in range(0, len(multi), batch_size):
+        traces += pipeline.retrieve(multi[start:start + batch_size])
+    present: dict[str, Counter] = defaultdict(Counter)
+    lost: dict[str, Counter] = defaultdict(Counter)
+    golds: Counter = Counter()
+    for q, t in zip(multi, traces):
+        kinds = ("all", q.extra.get("answer_type") or "unknown")
+        docs = stage_docs(pipeline, t, cfg.reranker.depth, cfg.generator.context_top_k)
+        for g in q.extra["gold_doc_ids"]:
+            where = next((s for s in LOSS_STAGES if g not in docs[s]), "kept")
+            for k in kinds:
+                golds[k] += 1
+                lost[k][where] += 1
+                for s in STAGES:
+                    present[k][s] += g in docs[s]
+    rows = []
+    for k in sorted(golds, key=lambda k: (k != "all", k)):
+        row = {"answer_type": k, "questions": golds[k] // 2, "gold_docs": golds[k]}
+        row.update({f"in {s}": round(present[k][s] / golds[k], 3) for s in STAGES})
+        row.update({f"lost at {s}": round(lost[k][s] / golds[k], 3) for s in LOSS_STAGES})
+        row["kept in top3"] = round(lost[k]["kept"] / golds[k], 3)
+        rows.append(row)
+    return {"multi_questions": len(multi), "reranker_depth": cfg.reranker.depth,
+            "context_top_k": cfg.generator.context_top_k, "rows": rows}
+
+
+def write_md(out: Path, data: dict) -> None:
+    lines = ["# Where multi-document questions lose a gold document (hybrid, no LLM)", "",
+             f"{describe(data['machine'])}. {data['questions']}. `in S`: share of the gold documents present at "
+             "stage S; `lost at S`: share first missing at S, in the pipeline's order (either@100: in neither "
+             "retriever's top 100, what fusion can see; then fused, rerank_cut, top10, top3). Stages: bm25@100 / "
+             "dense@100 (top-100 passages), fused (the union), rerank_cut (the fused list's first "
+             f"{data['corpora'][0]['reranker_depth']} passages: the cross-encoder's input), top10 (first 10 "
+             "documents of the final ranking), top3 (the generator's context).",
+             "", f"Command: `{data['command']}`", ""]
+    for c in data["corpora"]:
+        lines += [f"## {c['label']} ({c['multi_questions']} multi-document questions)", ""]
+        cols = ["answer_type", "questions"] + [f"in {s}" for s in STAGES]
+        lines += md_table(c["rows"], cols) + [""]
+        cols = ["answer_type"] + [f"lost at {s}" for s in LOSS_STAGES] + ["kept in top3"]
+        lines += md_table(c["rows"], cols) + [""]
+    atomic_write_text(out.with_suffix(".md"), "\n".join(lines))
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--index", action="append", required=True, help="LABEL=DIR (repeat: one per corpus)")
+    ap.add_argument("--questions", default="../shared/liverag-bench/dev.jsonl")
+    ap.add_argument("--sample", type=int, default=500)
+    ap.add_argument("--head", type=int, default=200)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("-o", "--out", default="docs/bench/multidoc_diagnosis.json")
+    args = ap.parse_args(argv)
+    questions, _ = read_questions(args.questions)
+    questions = random.Random(0).sample(questions, min(args.sample, len(questions)))[:args.head]
+    corpora = []
+    for spec in args.index:
+        label, _, path = spec.partition("=")
+        c = {"label": label, **diagnose(path, questions, args.batch_size)}
+        print(json.dumps(c, indent=1), flush=True)
+        corpora.append(c)
+    out = Path(args.out)
+    data = {"corpora": corpora, "questions": f"fixed-seed dev sample (seed 0, {args.sample}, first {args.head})",
+            "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": "python bench/multidoc_diagnosis.py " + " ".join(placeholders(argv or sys.argv[1:]))}
+    atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+    write_md(out, data)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
