@@ -209,7 +209,7 @@ def measure_chunks(chosen: list[dict], texts: list[str], lengths: list[int], chu
             atomic_write_text(path, json.dumps(timings, indent=1))
 
 
-def speed_rows(all_settings: list[dict], n: int, size: int, work: Path) -> list[dict]:
+def speed_rows(all_settings: list[dict], n: int, size: int, work: Path, bf16: bool) -> list[dict]:
     """One row per setting with every chunk timed: passages/s and tokens/s over all ``n`` passages,
     the mean and range of the load average, and the vectors' cosine to :data:`REFERENCE`'s."""
     path = work / "timings.json"
@@ -237,22 +237,16 @@ def speed_rows(all_settings: list[dict], n: int, size: int, work: Path) -> list[
             r["mean_cos_vs_torch_fp32"] = round(float(cos.mean()), 5)
             r["min_cos_vs_torch_fp32"] = round(float(cos.min()), 5)
     base = next((r["passages_per_second"] for r in rows if r["id"] == REFERENCE), None)
-    # the torch backend's own choice on this CPU (bf16 autocast where the CPU has native bf16): what
+    # the torch backend's own choice on this CPU (``bf16``: native bf16, autocast on): what
     # `preqrag index` ran before the ONNX backend became the default
     previous = next((r["passages_per_second"] for r in rows
-                     if r["id"] == ("torch-bf16-b32" if _cpu_has_bf16() else REFERENCE)), None)
+                     if r["id"] == ("torch-bf16-b32" if bf16 else REFERENCE)), None)
     for r in rows:
         if base:
             r["x_torch_fp32"] = round(r["passages_per_second"] / base, 2)
         if previous:
             r["x_previous_default"] = round(r["passages_per_second"] / previous, 2)
     return rows
-
-
-def _cpu_has_bf16() -> bool:
-    from preqrag.encoders.sentence_transformers import _cpu_has_bf16 as has
-
-    return has()
 
 
 def agreement(texts, gold, questions, work: Path, bf16: bool, size: int) -> dict:
@@ -358,7 +352,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-wait", type=float, default=900.0, help="seconds to wait for a quiet CPU per timing")
     ap.add_argument("--chunks", default=":", help="chunks timed by this run, A:B (default all): the matrix can be "
                     "measured in several short runs")
-    ap.add_argument("--work", default="/tmp/preqrag-encoder-speed", help="timings and vectors kept between runs")
+    ap.add_argument("--work", default="bench_work/encoder_speed", help="timings and vectors kept between runs")
     ap.add_argument("-o", "--out", default="docs/bench/encoder_speed.json")
     args = ap.parse_args(argv)
 
@@ -387,7 +381,7 @@ def main(argv=None) -> int:
         n_chunks = -(-len(texts) // args.chunk_size)
         measure_chunks(chosen, texts, lengths, range(int(a or 0), int(b or n_chunks)), args.chunk_size, work,
                        quiet=args.quiet, max_wait=args.max_wait)
-    data.update(rows=speed_rows(all_settings, len(texts), args.chunk_size, work), passages=len(texts),
+    data.update(rows=speed_rows(all_settings, len(texts), args.chunk_size, work, bf16), passages=len(texts),
                 mean_tokens=mean_tokens, model=MODEL, chunk_size=args.chunk_size)
     if args.part in ("agreement", "all"):
         data["agreement"] = agreement(texts, gold, [q.question for q in questions], work, bf16, args.chunk_size)

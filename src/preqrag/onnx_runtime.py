@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -31,7 +34,6 @@ def load_session_and_tokenizer(model_dir: str | Path, max_length: int, *, model:
     """
     try:
         import onnxruntime as ort
-        from tokenizers import Tokenizer
     except ImportError as e:  # pragma: no cover
         raise ImportError('ONNX models need: pip install onnxruntime tokenizers') from e
     model_dir = Path(model_dir)
@@ -40,10 +42,25 @@ def load_session_and_tokenizer(model_dir: str | Path, max_length: int, *, model:
     opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     graph = model if isinstance(model, bytes) else str(model or model_dir / "model.onnx")
     session = ort.InferenceSession(graph, opts, providers=["CPUExecutionProvider"])
-    tokenizer = Tokenizer.from_file(str(tokenizer_file or model_dir / "tokenizer.json"))
+    return session, load_tokenizer(tokenizer_file or model_dir / "tokenizer.json", max_length)
+
+
+def load_tokenizer(path: str | Path, max_length: int):
+    """The ``tokenizers.Tokenizer`` of ``path`` (a ``tokenizer.json``), truncating to ``max_length``
+    tokens (special tokens included) and padding to the longest sequence of a batch.
+
+    Raises:
+        ImportError: tokenizers missing, with the pip command.
+        FileNotFoundError: no such file.
+    """
+    try:
+        from tokenizers import Tokenizer
+    except ImportError as e:  # pragma: no cover
+        raise ImportError('ONNX models need: pip install onnxruntime tokenizers') from e
+    tokenizer = Tokenizer.from_file(str(path))
     tokenizer.enable_truncation(max_length=max_length)
     tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-    return session, tokenizer
+    return tokenizer
 
 
 def model_max_length(model_dir: str | Path, default: int = 512) -> int:
@@ -64,6 +81,24 @@ def run_batch(session, encodings) -> np.ndarray:
     if any(i.name == "token_type_ids" for i in session.get_inputs()):
         feeds["token_type_ids"] = np.array([e.type_ids for e in encodings], dtype=np.int64)
     return session.run(None, feeds)[0]
+
+
+T = TypeVar("T")
+
+
+def run_alone(run_one: Callable[[int], T], lengths: Sequence[int], threads: int) -> Iterator[tuple[int, T]]:
+    """``run_one(i)`` for every index of ``lengths`` (one input each, a batch of one: no padding),
+    longest first so that the threads end together, on ``threads`` Python threads; yields
+    ``(i, result)`` in that order. The threads share one single-threaded session (onnxruntime
+    releases the GIL while it runs): the int8 embedder's ``per_text`` mode and the cross-encoder's
+    ``batch_size`` 1, where an input's output then does not depend on the other inputs of a call."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    if threads > 1 and len(order) > 1:
+        with ThreadPoolExecutor(min(threads, len(order)), thread_name_prefix="onnx-alone") as ex:
+            yield from zip(order, ex.map(run_one, order))
+    else:
+        for i in order:
+            yield i, run_one(i)
 
 
 RESERVE_PEAK_AT_WARM_UP = False

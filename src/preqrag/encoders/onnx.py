@@ -5,11 +5,11 @@ sentence-transformers models exported to ONNX int8 by :mod:`preqrag.encoders.onn
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, model_max_length, run_batch
+from ..onnx_runtime import (length_sorted_batches, load_session_and_tokenizer, load_tokenizer, model_max_length,
+                            run_alone, run_batch)
 from ..threads import cpu_threads
 from ..timing import model_time
 
@@ -89,8 +89,12 @@ class OnnxEncoder:
         self._session = None
         self._tokenizer = None
         self.threads = threads
-        self._threads = 1
-        self._has_token_types = True
+
+    @property
+    def workers(self) -> int:
+        """Threads that encode at once: Python threads over a single-threaded session (``per_text``)
+        or the session's intra-op threads; ``threads``, else :func:`cpu_threads`."""
+        return self.threads or cpu_threads()
 
     @property
     def cache_name(self) -> str:
@@ -105,15 +109,12 @@ class OnnxEncoder:
     def _load(self):
         if self._session is None:
             graph = self._model_loader() if self._model_loader else None
-            threads = self.threads or cpu_threads()
-            self._threads = threads if self.per_text else 1
             session, tokenizer = load_session_and_tokenizer(
                 self.model_dir, self.max_seq_length, model=graph, tokenizer_file=self.tokenizer_file,
-                intra_op_threads=1 if self.per_text else threads)
+                intra_op_threads=1 if self.per_text else self.workers)
             out = session.get_outputs()[0].shape
             if isinstance(out[-1], int):
                 self.dim = out[-1]
-            self._has_token_types = any(i.name == "token_type_ids" for i in session.get_inputs())
             self._session = session
             if self._tokenizer is None:
                 self._tokenizer = tokenizer
@@ -124,13 +125,8 @@ class OnnxEncoder:
         """The ``tokenizers.Tokenizer`` (used for token-bounded chunking)."""
         if self._tokenizer is None and self._model_loader is not None and self.tokenizer_file:
             # chunking needs the tokenizer before any passage is encoded: no export/graph load for it
-            from tokenizers import Tokenizer
-
-            tok = Tokenizer.from_file(str(self.tokenizer_file))
-            tok.enable_truncation(max_length=self.max_seq_length)
-            tok.enable_padding(pad_id=0, pad_token="[PAD]")
-            self._tokenizer = tok
-            return tok
+            self._tokenizer = load_tokenizer(self.tokenizer_file, self.max_seq_length)
+            return self._tokenizer
         return self._load()[1]
 
     def count_tokens(self, text: str) -> int:
@@ -155,26 +151,15 @@ class OnnxEncoder:
             return out
         lengths = [sum(e.attention_mask) for e in encodings]
         if self.per_text:
-            order = sorted(range(len(texts)), key=lambda i: -lengths[i])  # longest first: the threads end together
-
             def one(i: int) -> np.ndarray:
                 e = encodings[i]
-                n = lengths[i]
-                ids = np.array([e.ids[:n]], dtype=np.int64)
-                feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-                if self._has_token_types:
-                    feeds["token_type_ids"] = np.zeros_like(ids)
-                return pool(session.run(None, feeds)[0], feeds["attention_mask"], self.pooling)[0]
+                e.truncate(lengths[i])  # the tokenizer padded it to the longest text of the call
+                return pool(run_batch(session, [e]), np.ones((1, lengths[i]), dtype=np.int64), self.pooling)[0]
 
             with model_time("embedder"):
-                if self._threads > 1 and len(texts) > 1:
-                    with ThreadPoolExecutor(self._threads, thread_name_prefix="onnx-encode") as ex:
-                        rows = ex.map(one, order)
-                        for i, row in zip(order, _progress(rows, show_progress, "encoding passages", len(order))):
-                            out[i] = row
-                else:
-                    for i in _progress(order, show_progress, "encoding passages"):
-                        out[i] = one(i)
+                rows = run_alone(one, lengths, self.workers)
+                for i, row in _progress(rows, show_progress, "encoding passages", len(texts)):
+                    out[i] = row
             return out
         for idx in _progress(length_sorted_batches(lengths, batch_size), show_progress, "encoding passages"):
             batch = [encodings[i] for i in idx]

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import numpy as np
 from tokenizers import Tokenizer
 
 from .. import onnx_runtime
-from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, reserve_peak, run_batch
+from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, reserve_peak, run_alone, run_batch
 from ..threads import cpu_threads
 from ..timing import model_time
 
@@ -103,26 +101,12 @@ class OnnxCrossEncoder:
         return out
 
     def _score_each(self, session, encodings, out: np.ndarray) -> np.ndarray:
-        """Each pair alone (a batch of one, no padding), longest first, on the session shared by
-        :func:`~preqrag.threads.cpu_threads` Python threads (onnxruntime releases the GIL)."""
-        with_types = any(i.name == "token_type_ids" for i in session.get_inputs())
-
+        """Each pair alone (a batch of one, no padding), longest first, on :attr:`workers` Python
+        threads sharing the session (:func:`preqrag.onnx_runtime.run_alone`)."""
         def one(i: int) -> float:
-            e = encodings[i]
-            ids = np.array([e.ids], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
-            if with_types:
-                feeds["token_type_ids"] = np.array([e.type_ids], dtype=np.int64)
-            return float(session.run(None, feeds)[0].reshape(-1)[0])
+            return float(run_batch(session, [encodings[i]]).reshape(-1)[0])
 
-        order = sorted(range(len(encodings)), key=lambda i: -len(encodings[i].ids))
-        threads = min(self.workers, len(order))
         with model_time("cross-encoder"):
-            if threads > 1:
-                with ThreadPoolExecutor(threads, thread_name_prefix="cross-encoder") as ex:
-                    for i, v in zip(order, ex.map(one, order)):
-                        out[i] = v
-            else:
-                for i in order:
-                    out[i] = one(i)
+            for i, v in run_alone(one, [len(e.ids) for e in encodings], self.workers):
+                out[i] = v
         return out

@@ -362,8 +362,8 @@ class CIRGenerator:
         schemas = [cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens) for f in fitted]
         replies = chat_grouped(llm, [[{"role": "user", "content": f.text}] for f in fitted], schemas,
                                [self.cfg.max_new_tokens] * len(fitted), **answer_options(self.cfg))
-        rewritten, rewritten_copies = (self._rewrite_copies(questions, fitted, contexts, replies, schemas)
-                                       if self.cir.rewrite_copies else ({}, {}))
+        first = [None if isinstance(r, LLMError) else parse_cir_answer(r, f.n_passages) for f, r in zip(fitted, replies)]
+        rewritten = self._rewrite_copies(questions, fitted, contexts, first, schemas) if self.cir.rewrite_copies else {}
         out = []
         for i, (f, reply, ctx, (_, expertise_fb), sel) in enumerate(zip(fitted, replies, contexts, chosen, notes)):
             truncations = sel + [f"generate: {t}" for t in f.truncations]
@@ -371,11 +371,12 @@ class CIRGenerator:
             if isinstance(reply, LLMError):
                 out.append(Generated(f.text, reply, truncations, None, 0, tuple(fallbacks), n_passages=f.n_passages))
                 continue
-            parsed = parse_cir_answer(reply, f.n_passages)
+            parsed = first[i]
             if i in rewritten:
-                again = parse_cir_answer(rewritten[i], f.n_passages) if isinstance(rewritten[i], str) else None
+                again_reply, copies = rewritten[i]
+                again = parse_cir_answer(again_reply, f.n_passages) if isinstance(again_reply, str) else None
                 if again is not None and again.fallback is None:
-                    fallbacks.append(f"generate: {rewritten_copies[i]} copied sentence(s): answer rewritten")
+                    fallbacks.append(f"generate: {copies} copied sentence(s): answer rewritten")
                     parsed = again
                 else:
                     fallbacks.append("generate: copied sentence(s), the rewrite failed: the first answer kept")
@@ -399,27 +400,23 @@ class CIRGenerator:
                                  n_passages=f.n_passages))
         return out
 
-    def _rewrite_copies(self, questions, fitted, contexts, replies, schemas) -> tuple[dict[int, Any], dict[int, int]]:
-        """The follow-up turn (:data:`REWRITE_PROMPT`) for every reply whose sentences copy a segment
-        (:func:`preqrag.answering.copied_sentences`), in one batched call. Returns the new replies
-        (a str, or the LLMError) and the number of copied sentences, both by question index."""
-        todo: dict[int, int] = {}
-        drafts: dict[int, str] = {}
-        for i, (f, reply) in enumerate(zip(fitted, replies)):
-            if isinstance(reply, LLMError):
-                continue
-            parsed = parse_cir_answer(reply, f.n_passages)
-            if parsed.fallback is not None:
-                continue
-            copies = sum(copied_sentences([t for t, _ in parsed.sentences], contexts[i][:f.n_passages]))
-            if copies:
-                todo[i] = copies
-                drafts[i] = json.dumps({"sentences": [{"text": t, "ids": n} for t, n in parsed.sentences]})
-        if not todo:
-            return {}, {}
-        idx = list(todo)
-        requests = [[{"role": "user", "content": _fill(REWRITE_PROMPT, question=questions[i], draft=drafts[i])}]
-                    for i in idx]
+    def _rewrite_copies(self, questions, fitted, contexts, parsed: list[ParsedAnswer | None],
+                        schemas) -> dict[int, tuple[Any, int]]:
+        """The follow-up turn (:data:`REWRITE_PROMPT`) for every parsed first answer whose sentences
+        copy a segment (:func:`preqrag.answering.copied_sentences`), in one batched call. Returns,
+        by question index, the new reply (a str, or the LLMError) and the number of copied sentences."""
+        copies: dict[int, int] = {}
+        for i, (f, p) in enumerate(zip(fitted, parsed)):
+            if p is not None and p.fallback is None:
+                n = sum(copied_sentences([t for t, _ in p.sentences], contexts[i][:f.n_passages]))
+                if n:
+                    copies[i] = n
+        if not copies:
+            return {}
+        idx = list(copies)
+        drafts = [json.dumps({"sentences": [{"text": t, "ids": n} for t, n in parsed[i].sentences]}) for i in idx]
+        requests = [[{"role": "user", "content": _fill(REWRITE_PROMPT, question=questions[i], draft=d)}]
+                    for i, d in zip(idx, drafts)]
         again = chat_grouped(self.llm, requests, [schemas[i] for i in idx], [self.cfg.max_new_tokens] * len(idx),
                              **answer_options(self.cfg))
-        return dict(zip(idx, again)), todo
+        return {i: (r, copies[i]) for i, r in zip(idx, again)}
