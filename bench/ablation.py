@@ -1,4 +1,4 @@
-"""Ablation ladder of PreQRAG retrieval (issue: evaluation), written to docs/bench/ablation.json + .md.
+"""Ablation ladder of PreQRAG retrieval (issue: evaluation), written to docs/bench/ablation.json.
 
 Rows (each a configuration over the same index and questions):
   bm25-raw        BM25 on the raw question
@@ -22,7 +22,8 @@ Usage:
   python bench/ablation.py --index IDX --questions dev.jsonl [--sample 500] [--rows bm25-raw,...]
          [--label NAME] [--out docs/bench/ablation.json]
 Rows are merged into an existing output file by (name, label), so runs on different
-indexes/question sets can share one table.
+indexes/question sets can share one table; each row records its command, machine and date.
+docs/results/ablation.md shows the file (``python bench/results.py``).
 """
 
 from __future__ import annotations
@@ -35,12 +36,20 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, final_retrieval_columns, machine, md_table, stage_means  # noqa: E402
+from _common import final_retrieval_columns, machine, placeholders, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.evaluation.classification import evaluate_classification, predictions_from_traces  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 from preqrag.pipeline import Pipeline  # noqa: E402
+
+NOTE = ("Quality on the final ranking at document level (ranx); seconds_per_question excludes generation. "
+        "A row with reused_cached_outputs reused cached reranker or LLM outputs (run.cache_dir; cache_hits in "
+        "the JSON): its seconds are lower than a cold run's (bench/throughput.py is the cold timing). "
+        "classifier_accuracy_single / classifier_accuracy_multi: the shipped classifier's accuracy on each "
+        "sample (in-sample for dev questions: it was trained on them); its cross-validated accuracy is on the "
+        "classifier page (docs/results/classifier.md).")
+"""What the file's figures mean (written into it; docs/results/ablation.md shows it)."""
 
 ROWS = {
     "bm25-raw": {"rewriter": {"name": "none"}, "retrieval": {"use_dense": False}, "reranker": {"name": "none"}},
@@ -74,7 +83,10 @@ def main(argv=None) -> int:
         questions = random.Random(0).sample(questions, args.sample)
     label = args.label or f"{Path(args.index).name} / {Path(args.questions).name} ({len(questions)} q)"
     out = Path(args.out)
-    rows = json.loads(out.read_text()) if out.exists() else []
+    data = json.loads(out.read_text()) if out.exists() else {}
+    data = {"rows": data} if isinstance(data, list) else data  # a bare list of rows before the note
+    rows = data.get("rows", [])
+    command = "python bench/ablation.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv))
     for name in args.rows.split(","):
         overrides = {k: dict(v) for k, v in ROWS[name].items()}
         overrides.setdefault("run", {})["trace_depth"] = 100
@@ -104,11 +116,18 @@ def main(argv=None) -> int:
                "classifier_accuracy_multi": cls["accuracy_multi"],
                "cache_hits": cache_hits(pipeline),
                "config_overrides": ROWS[name]}
+        row["reused_cached_outputs"] = reused(row)
+        row.update(command=command, machine=machine(),
+                   date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
         print(json.dumps(row), flush=True)
         rows = [r for r in rows if not (r["name"] == name and r.get("label") == label)] + [row]
-        atomic_write_text(out, json.dumps(rows, indent=1))
-    write_markdown(rows, out.with_suffix(".md"), " ".join(sys.argv))
+        atomic_write_text(out, json.dumps({**data, "note": NOTE, "rows": rows}, indent=1))
     return 0
+
+
+def reused(row: dict) -> bool:
+    """Whether a row's reranker or LLM outputs came (partly) from run.cache_dir."""
+    return any(v["hits"] for k, v in row.get("cache_hits", {}).items() if k in ("reranker", "llm"))
 
 
 def cache_hits(pipeline: Pipeline) -> dict:
@@ -123,47 +142,6 @@ def cache_hits(pipeline: Pipeline) -> dict:
         if store is not None:
             out[name] = {"hits": store.hits, "misses": store.misses}
     return out
-
-
-def classifier_cv_line() -> str:
-    """The classifier's cross-validated accuracy from docs/bench/classifier.json, if present."""
-    p = Path(__file__).parent.parent / "docs" / "bench" / "classifier.json"
-    if not p.exists():
-        return ""
-    d = json.loads(p.read_text())
-    chosen = d.get("chosen")
-    cand = d.get("candidates", {}).get(chosen)
-    rules = d.get("candidates", {}).get("rules (published)", {})
-    if not cand:
-        return ""
-    return (f"Question classifier (default `learned`, {chosen}), 5-fold CV on all dev questions "
-            f"(docs/bench/classifier.md): single {cand['single']:.3f}, multi {cand['multi']:.3f}; "
-            f"the published rules: {rules.get('single', float('nan')):.3f} / {rules.get('multi', float('nan')):.3f}. The per-row columns below are the shipped classifier's "
-            f"accuracy on each sample (in-sample for dev: it was trained on dev).")
-
-
-def write_markdown(rows: list[dict], path: Path, command: str) -> None:
-    fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
-    star = lambda r: "*" if any(v["hits"] for k, v in r.get("cache_hits", {}).items()  # noqa: E731
-                                if k in ("reranker", "llm")) else ""
-    lines = ["# Retrieval ablation ladder", "",
-             f"Machine: {describe(machine())}. "
-             f"Date: {datetime.date.today().isoformat()}.", "",
-             f"Command{'s' if chr(10) in command else ' (last)'}: {command}", "",
-             "Quality on the final ranking at document level; seconds/question exclude generation "
-             "(rows marked * reused cached model outputs, so their seconds are lower than a cold run's).", "",
-             classifier_cv_line(), ""]
-    cols = ["row", "single hit@1", "single hit@10", "single MRR@10", "multi recall@10", "multi all@10",
-            "classifier acc. single / multi", "s/question"]
-    for label in dict.fromkeys(r["label"] for r in rows):
-        table = [{"row": r["name"], "single hit@1": fmt(r["single_hit@1"]), "single hit@10": fmt(r["single_hit@10"]),
-                  "single MRR@10": fmt(r["single_mrr@10"]), "multi recall@10": fmt(r["multi_recall@10"]),
-                  "multi all@10": fmt(r.get("multi_all@10")),
-                  "classifier acc. single / multi": f"{fmt(r.get('classifier_accuracy_single'))} / "
-                                                    f"{fmt(r.get('classifier_accuracy_multi'))}",
-                  "s/question": f"{r['seconds_per_question']:.3f}{star(r)}"} for r in rows if r["label"] == label]
-        lines += [f"## {label}", "", *md_table(table, cols), ""]
-    atomic_write_text(path, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import describe, final_retrieval_columns, gold_traces, machine, md_table, pct, recall_vs  # noqa: E402
+from _common import final_retrieval_columns, gold_traces, machine, pct, recall_vs  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.index import Index  # noqa: E402
@@ -120,21 +120,21 @@ def main(argv=None) -> int:
     data = {"rows": rows, "sweep": sweep, "embedder": cfg.embedder.name, "questions": len(questions),
             "index": "IDX", "machine": machine(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python bench/ann.py " + " ".join(argv or sys.argv[1:]).replace(args.index, "IDX")}
+            "command": "python bench/ann.py " + " ".join(argv or sys.argv[1:]).replace(args.index, "IDX"),
+            "note": note(rows)}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-    cols = ["dense_index", "factory", "build_seconds", "size_mb", "open_seconds", "recall@10_vs_flat",
-            "dense_only_single_hit@10", "dense_only_single_mrr@10", "dense_only_multi_recall@10",
-            "p50_ms_batch1", "p95_ms_batch1", "p50_ms_batch16", "p95_ms_batch16"]
-    lines = ["# Dense index types: ANN against flat", "", f"Command: `{data['command']}`", "",
-             f"Machine: {describe(data['machine'])}; {data['date']}. {rows[0]['passages'] if rows else 0} passages, "
-             f"{len(questions)} questions; embedder {cfg.embedder.name}.", "", *md_table(rows, cols)]
-    if sweep:
-        lines += ["", "Search-time settings (default rows above: hnsw_ef_search 128, ivf_nprobe 32):", "",
-                  *md_table(sweep, ["dense_index", "setting", "value", "recall@10_vs_flat", "p50_ms_batch1",
-                                    "p95_ms_batch1"])]
-    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     return 0
+
+
+def note(rows: list[dict]) -> str:
+    """What the file's figures mean (written into it; docs/results/ann.md shows it)."""
+    s = rows[0]["settings"] if rows else {}
+    return ("Each row: one dense index type built from the index's vectors with its default settings "
+            f"(search: hnsw_ef_search {s.get('hnsw_ef_search')}, ivf_nprobe {s.get('ivf_nprobe')}); recall@10_vs_flat: "
+            "share of the exact top-10 passages found; dense_only_*: dense retrieval alone at document level; "
+            "latencies in ms for batches of 1 and 16 queries, query encoding excluded. sweep: the same types at "
+            "other values of their search-time setting, recall@10 against flat and batch-1 latency.")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Issue 24: dense index types at millions of passages, vectors only — docs/bench/ann_scale.json + .md.
+"""Issue 24: dense index types at millions of passages, vectors only — docs/bench/ann_scale.json.
 
 bench/scale.py measures a size with the whole production build (chunking, passage store, BM25 and
 encoding: 89 min at 5M passages on 2 cores, before any approximate type is built). The ANN target
@@ -48,12 +48,18 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import describe, machine, md_table, pct, placeholders, recall_vs  # noqa: E402
+from _common import machine, pct, placeholders, recall_vs  # noqa: E402
 from scale import _peak_mb, _status_mb, generate, type_config  # noqa: E402
 
 HERE = Path(__file__).resolve()
 TARGET = {"recall@10": 0.95, "p50_ms": 10.0}
 """Issue 24's ANN target at 5M passages."""
+NOTE = ("Vectors: WordLlama (static, 256-d) of bench/scale.py's synthetic corpus (--from-scale: the chunked "
+        "passages of a kept scale.py size, with its built types, whose build figures are in scale.json; else one "
+        f"passage per document). Target (issue 24): recall@10 >= {TARGET['recall@10']} against exact search at "
+        f"p50 <= {TARGET['p50_ms']:g} ms. sweep: one query at a time at each search-time setting (p50 / p95 ms of "
+        "one search, query encoding excluded), recall@10 against flat, meets_target: both numbers met.")
+"""What the file's figures mean (written into it; docs/results/ann_scale.md shows it)."""
 SWEEP = {
     "hnsw": [{"hnsw_ef_search": e} for e in (16, 32, 64, 128, 256, 512, 768, 1024)],
     "ivf": [{"ivf_nprobe": p} for p in (16, 32, 64, 128, 256, 512, 1024)],
@@ -271,12 +277,8 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out", default="docs/bench/ann_scale.json")
     ap.add_argument("--from-scale", help="a size directory bench/scale.py kept (--keep): use its vectors and built "
                     "types instead of generating, encoding and building")
-    ap.add_argument("--markdown-only", action="store_true", help="rewrite OUT's .md from OUT and stop")
     args = ap.parse_args(argv)
     out = Path(args.out)
-    if args.markdown_only:
-        write_markdown(json.loads(out.read_text()), out.with_suffix(".md"))
-        return 0
     if not ((args.source or args.from_scale) and args.workdir):
         ap.error("--workdir and --source (or --from-scale) are required")
 
@@ -328,34 +330,9 @@ def main(argv=None) -> int:
                         if (r["passages"], r["dense_index"], r.get("hnsw_ef_construction")) != key]
         data["rows"].append(row)
         data["rows"].sort(key=lambda r: (r["passages"], r["dense_index"], r.get("hnsw_ef_construction") or 0))
+        data["note"] = NOTE
         atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-        write_markdown(data, out.with_suffix(".md"))
     return 0
-
-
-def write_markdown(data: dict, path: Path) -> None:
-    from preqrag.io import atomic_write_text
-
-    rows = data["rows"]
-    lines = ["# Dense index types at scale, vectors only (bench/ann_scale.py)", ""]
-    if rows:
-        lines += [f"Machine: {describe(rows[-1]['machine'])}. Vectors: {rows[-1]['embedder']} (static, 256-d) of "
-                  "bench/scale.py's synthetic corpus (`--from-scale`: the chunked passages of a kept scale.py size, "
-                  "with its built types, whose build figures are in scale.json; else one passage per document). "
-                  f"Target (issue 24): recall@10 >= {TARGET['recall@10']} against exact search at p50 <= "
-                  f"{TARGET['p50_ms']:g} ms. Commands per row in ann_scale.json.", ""]
-    lines += md_table(rows, ["passages", "dense_index", "factory", "hnsw_ef_construction", "build_seconds",
-                             "build_peak_rss_mb", "disk_mb",
-                             "open_seconds", "serve_rss_mb"])
-    sweeps = [{"passages": r["passages"], "dense_index": r["dense_index"],
-               "hnsw_ef_construction": r.get("hnsw_ef_construction"),
-               "setting": ", ".join(f"{k} {v}" for k, v in s["setting"].items()) or "exact",
-               **{k: s[k] for k in ("dense_p50_ms", "dense_p95_ms", "recall@10", "meets_target")}}
-              for r in rows for s in r["sweep"]]
-    lines += ["", "One query at a time (p50 / p95 ms of one search, query encoding excluded), recall@10 against flat:", ""]
-    lines += md_table(sweeps, ["passages", "dense_index", "hnsw_ef_construction", "setting", "dense_p50_ms",
-                               "dense_p95_ms", "recall@10", "meets_target"])
-    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

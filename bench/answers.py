@@ -11,7 +11,7 @@ Two steps, so that every configuration answers from the same passages:
    ``--set llm.model=qwen2.5-coder-1.5b --set generator.context_tokens=384``) answers the first
    ``--head`` questions of that file, ``--batch`` at a time in one ``generate`` call (default 1:
    one at a time; ``--batch 32`` as ``preqrag run`` with ``[run] batch_size = 32``: the LLM decodes
-   their answers together, :mod:`preqrag.llm.batching`), and merges one row per ``--label`` into ``--out`` (JSON) and its ``.md``:
+   their answers together, :mod:`preqrag.llm.batching`), and merges one row per ``--label`` into ``--out`` (JSON; docs/results/answers.md shows it):
 
    * ``answer_token_f1`` (SQuAD token F1) and ``answer_rougeL`` (ROUGE-L F, stemmed) against
      the reference answers;
@@ -23,7 +23,7 @@ Two steps, so that every configuration answers from the same passages:
    * ``supported_share``: answer sentences (pysbd) that a context passage supports by the
      calibrated citation attribution (:mod:`preqrag.citations`: the bundled MiniLM
      cross-encoder, logit >= 2.5, calibrated on dev reference answers disjoint from the smoke
-     questions, docs/bench/citations.md);
+     questions, docs/results/citations.md);
    * ``prompt_tokens_mean`` (the user message in the LLM's tokenizer; the chat template adds ~30) and
      ``generate_seconds_per_question`` (wall time of the generator's call; batched: the call's wall
      time divided by its questions, a per-question share), on ``machine``.
@@ -48,7 +48,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, md_table, placeholders  # noqa: E402
+from _common import describe, machine, placeholders  # noqa: E402
 from presets import token_f1  # noqa: E402
 
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
@@ -199,28 +199,20 @@ def answer(args) -> None:
         for r in data["rows"]:
             if r is not row and r["machine"] == row["machine"]:
                 r["default"] = False
+    data.update(method=METHOD, context_passages=CONTEXTS_NOTE)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-    render(out)
     print(json.dumps({k: row[k] for k in COLUMNS}, indent=1))
 
 
+METHOD = ("Each row one answering configuration on the same context passages; quality against the dev reference "
+          "answers, seconds of the generator's call per question (batch 1: one question at a time on one llama.cpp "
+          "context; batch N: N questions per call, their answers decoded together, the call's wall time divided by "
+          "N), on the machine named.")
+"""What a row is (written into the JSON; docs/results/answers.md shows it)."""
 CONTEXTS_NOTE = ("Context passages: `bench/answers.py contexts` with the `hybrid` preset (BM25 + dense, union, "
                  "cross-encoder depth 30, top-3) over the full bench corpus indexed with the WordLlama embedder "
                  "(`[embedder] name = \"wordllama\"`: the index builds in minutes on 2 cores), the fixed-seed dev "
                  "sample (seed 0, 500, first 200); rows with fewer questions use its first N.")
-
-
-def render(out: Path) -> None:
-    """Write ``out``'s Markdown twin (``.md``) from its rows."""
-    data = json.loads(out.read_text())
-    md = ["# Answers per configuration", "",
-          "Written by `bench/answers.py` from docs/bench/answers.json: each row one answering configuration on the "
-          "same context passages; quality against the dev reference answers, seconds of the generator's call "
-          "per question (`batch` 1: one question at a time on one llama.cpp context; `batch` N: N questions per "
-          "call, their answers decoded together, the call's wall time divided by N), on the machine named.", "", CONTEXTS_NOTE, "",
-          *md_table(data["rows"], COLUMNS), "", "Commands:", ""]
-    md += [f"- {r['label']} ({r['n_questions']} q): `{r['command']}`" for r in data["rows"]]
-    atomic_write_text(out.with_suffix(".md"), "\n".join(md) + "\n")
 
 
 def main(argv=None) -> None:
@@ -242,10 +234,8 @@ def main(argv=None) -> None:
     a.add_argument("--batch", type=int, default=1, help="questions per generate call (answered together)")
     a.add_argument("--work", default="bench_work/answers", help="per-label answer files (resume)")
     a.add_argument("-o", "--out", default="docs/bench/answers.json")
-    r = sub.add_parser("render", help="rewrite the .md from the JSON")
-    r.add_argument("-o", "--out", default="docs/bench/answers.json")
     args = ap.parse_args(argv)
-    {"contexts": contexts, "answer": answer, "render": lambda a: render(Path(a.out))}[args.step](args)
+    {"contexts": contexts, "answer": answer}[args.step](args)
 
 
 if __name__ == "__main__":

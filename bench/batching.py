@@ -1,6 +1,6 @@
 """Batched answering on llama.cpp (issue 54): engine rates and `preqrag run` q/h, side by side.
 
-Two parts, both on this machine in one run, written to docs/bench/batching.json (+ .md):
+Two parts, both on this machine in one run, written to docs/bench/batching.json (docs/results/batching.md):
 
 1. ``engine``: the default LLM on answer-sized prompts (PreQRAG prompt B around a dev question
    and three passage-sized texts, ~300 tokens in Qwen2.5's tokenizer), for
@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, md_table, placeholders
+from _common import machine, placeholders
 
 from preqrag.io import atomic_write_text
 
@@ -82,14 +82,22 @@ def engine_rows(model: str, dev: Path, parallels: list[int], decode_tokens: int)
     return rows
 
 
-def run_rows(index: str, questions: str, limit: int, work: Path) -> list[dict]:
+def run_rows(index: str, questions: str, limit: int, work: Path, parallels: list[int]) -> list[dict]:
+    """``preqrag run`` over the first ``limit`` questions once per setting: ``n_parallel = 1`` with
+    ``[run] batch_size = 8`` (the sequential path, the defaults before batching), then each P of
+    ``parallels`` with the other defaults; ``speedup`` = q/h over the sequential row."""
     import throughput
 
-    settings = {"sequential (n_parallel 1, batch 8)": "[llm]\nn_parallel = 1\n[run]\nbatch_size = 8\n",
-                "batched (defaults)": ""}
+    from preqrag.config import LLMConfig
+
+    default_p = LLMConfig().n_parallel
+    settings = {"sequential (n_parallel 1, batch 8)": (1, "[llm]\nn_parallel = 1\n[run]\nbatch_size = 8\n")}
+    for p in parallels:
+        label = "batched (defaults)" if p == default_p else f"batched (n_parallel {p})"
+        settings[label] = (p, "" if p == default_p else f"[llm]\nn_parallel = {p}\n")
     rows = []
-    for label, toml in settings.items():
-        slug = "seq" if "sequential" in label else "batched"
+    for label, (p, toml) in settings.items():
+        slug = "seq" if p == 1 else ("batched" if p == default_p else f"p{p}")
         cfg = work / f"{slug}.toml"
         cfg.write_text(toml)
         out = work / f"{slug}.throughput.json"
@@ -105,8 +113,10 @@ def run_rows(index: str, questions: str, limit: int, work: Path) -> list[dict]:
         rows.append({"setting": label, "n_parallel": llm.get("n_parallel", 1), "batch_size": r["config"]["run"]["batch_size"],
                      "answered": r["answered"], "wall_seconds": r["wall_seconds"],
                      "questions_per_hour": r["questions_per_hour"],
-                     "seconds_per_question_by_stage": r["seconds_per_question_by_stage"]})
-    rows[1]["speedup"] = round(rows[1]["questions_per_hour"] / rows[0]["questions_per_hour"], 3)
+                     "seconds_per_question_by_stage": r["seconds_per_question_by_stage"],
+                     **({"default": True} if p == default_p else {})})
+    for row in rows[1:]:
+        row["speedup"] = round(row["questions_per_hour"] / rows[0]["questions_per_hour"], 3)
     return rows
 
 
@@ -118,6 +128,8 @@ def main(argv=None) -> int:
     ap.add_argument("--limit", type=int, default=100)
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--parallel", default="2,4,8,16,32")
+    ap.add_argument("--run-parallel", default="2,4,8,16",
+                    help="n_parallel settings of the `preqrag run` rows, besides the sequential one")
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--work", required=True, help="run answers and per-setting JSON (a rerun resumes)")
     ap.add_argument("--skip-run", action="store_true", help="engine rows only")
@@ -133,24 +145,16 @@ def main(argv=None) -> int:
     else:
         engine = engine_rows(args.model, Path(args.dev), [int(x) for x in args.parallel.split(",")],
                              args.decode_tokens)
-    runs = [] if args.skip_run else run_rows(args.index, args.questions, args.limit, work)
+    runs = [] if args.skip_run else run_rows(args.index, args.questions, args.limit, work,
+                                               [int(x) for x in args.run_parallel.split(",")])
     result = {"model": args.model, "engine": engine, "run": runs, "machine": machine(), "date": date,
+              "note": ("engine: prefill_tokens_per_s = prompt tokens / wall seconds of P prompts with a 1-token "
+                       "reply; decode_tokens_per_s = generated tokens of all P sequences / (wall seconds - "
+                       "the prefill seconds). run: `preqrag run` wall time from launch to exit (model loading "
+                       "included); speedup = q/h over the sequential row, measured in the same run."),
               "command": "python bench/batching.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv))}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
-    lines = ["# Batched answering on llama.cpp", "",
-             f"`{result['command']}`; model {args.model}; {describe(result['machine'])}; {date}.", "",
-             "## Engine: answer-sized prompts", ""]
-    lines += md_table(engine, ["engine", "parallel", "requests", "prompt_tokens", "prefill_tokens_per_s",
-                               "decode_tokens_per_s", "seconds_per_request"],
-                      ["engine", "parallel", "requests", "prompt tokens", "prefill tok/s", "decode tok/s (all sequences)",
-                       "s / request"])
-    if runs:
-        lines += ["", f"## `preqrag run`, first {args.limit} questions of {Path(args.questions).name}", ""]
-        lines += md_table(runs, ["setting", "n_parallel", "batch_size", "answered", "wall_seconds",
-                                 "questions_per_hour", "speedup"],
-                          ["setting", "n_parallel", "run.batch_size", "answered", "wall s", "q/h", "speedup"])
-    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     return 0
 
 

@@ -48,7 +48,7 @@ Steps:
    ``hybrid`` preset (rerank depth 12), by number of gold documents: the attribution alone on
    every smoke question (the calibration questions are nearly all single-document ones).
 
-Writes ``docs/bench/citations.json`` and ``docs/bench/citations.md``.
+Writes ``docs/bench/citations.json`` (docs/results/citations.md shows it: ``python bench/results.py``).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import describe, machine, md_table  # noqa: E402
+from _common import machine  # noqa: E402
 
 from preqrag.citations import DEFAULT_THRESHOLD, Attributor, load_attributor, split_sentences  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
@@ -247,82 +247,51 @@ def measure(answers: Path, threshold: float, cache_dir: Path) -> dict:
     return out
 
 
-def markdown(res: dict) -> str:
-    cal, m = res["calibration"], res["measure"]
-    cmd_cal = res["commands"]["calibrate"]
-    lines = [
-        "# Citation precision and recall (TREC RAG export)", "",
-        f"Machine: {describe(res['machine'])}. Date: {res['date']}.", "",
+def with_notes(res: dict) -> dict:
+    """``res`` with what its figures mean, as prose fields (``method``, ``calibration_note``,
+    ``measure_note``, ``reference_note``) for the parts it has: docs/results/citations.md shows them."""
+    res["method"] = (
         "Precision = cited passages whose document is gold / cited passages; recall = gold documents cited at "
         "least once / gold documents; micro-averaged over answers (bench/citations.py docstring). Attribution: "
         "each answer sentence (pysbd) is scored against every context passage by the bundled cross-encoder "
         "(ms-marco-MiniLM-L-12-v2, ONNX int8); a sentence cites the passages scoring at least the threshold, "
-        f"best first, at most {res['max_per_sentence']}.", "",
-        "## 1. Threshold calibration", "",
-        f"{cal['questions']} dev questions (not smoke questions, gold documents in the smoke corpus and disjoint "
-        f"from the smoke questions' gold documents); their reference answers attributed to the top-"
-        f"{cal['context_top_k']} passages of the `hybrid` preset on the smoke index, rerank depth "
-        f"{cal.get('rerank_depth')} (context recall {cal['context_recall']}; {cal['best']['gold_documents']} gold "
-        f"documents: {cal['best']['gold_documents'] - cal['questions']} of the questions have two, the others one); "
-        f"{cal['pairs']} pairs scored in {cal['seconds_scoring']} s on the shared machine.", "",
-        f"Command: `{cmd_cal}`", "",
-        *md_table([{**r, "threshold": f"{r['threshold']}"
-                    + (" **(chosen)**" if r["threshold"] == cal["best"]["threshold"] else "")} for r in cal["grid"]],
-                  ["threshold", "precision", "recall", "f1", "cited_passages"],
-                  head=["threshold", "precision", "recall", "F1", "cited passages"]),
-    ]
-    lines += [
-        "", f"Chosen: threshold {cal['best']['threshold']} (best F1), shipped as "
-        "`preqrag.citations.DEFAULT_THRESHOLD`.", "",
-        "## 2. Smoke questions", "",
-        f"{m['questions']} smoke questions"
-        + (f" (the first {m['questions']} of {m['smoke_questions']}: the run was stopped there for time on a "
-           "shared 2-core machine)" if m["questions"] < m["smoke_questions"] else "")
-        + f" answered by `preqrag run` (preset `{m['preset']}`, context of "
-        f"{m['context_top_k']} passages; context recall {m['context_recall']}), exported with "
-        f"`preqrag export --format trec-rag24` at threshold {res['threshold']} "
-        f"({m['export_seconds']} s; `preqrag validate` exit code {m['validate_exit_code']}).", "",
-        "Commands:", "",
-        "```",
-        *res["commands"]["setup"],
-        res["commands"]["measure"],
-        "```", "",
-    ]
-    how = {"system_answers": f"attributed, threshold {res['threshold']}",
-           "baseline_cite_all_context": "baseline: every context passage",
-           "baseline_top1_per_sentence": "baseline: best passage per sentence, no threshold",
-           "reference_answers": f"attributed, threshold {res['threshold']}"}
-    lines += md_table([{**m[key], "answers": label, "citations": how[key]}
-                       for label, key in (("system (preqrag run)", "system_answers"),
-                                          ("system", "baseline_cite_all_context"),
-                                          ("system", "baseline_top1_per_sentence"),
-                                          ("reference (smoke.jsonl)", "reference_answers"))],
-                      ["answers", "citations", "precision", "recall", "f1", "cited_passages"],
-                      head=["answers", "citations", "precision", "recall", "F1", "cited passages"])
-    lines += ["", f"System answers: {m['system_sentences']} sentences, {m['system_uncited_sentences']} citing nothing. "
-              "The baselines give every sentence a citation, supported or not; precision and recall at the answer "
-              "level do not penalise citing a gold passage for a sentence it does not support, so they favour the "
-              "baselines on a generator (here the bundled 135M model) whose sentences are often unsupported or "
-              "repeated." + (f" {m['questions']} answers are a small sample: read these rows as indicative."
-                             if m["questions"] < 30 else ""), ""]
+        f"best first, at most {res.get('max_per_sentence', 3)}. Gold documents are the documents each question was "
+        "generated from; a passage of another document may support a sentence as well, so precision is a lower "
+        "bound; recall is bounded by the context recall.")
+    cal = res.get("calibration")
+    if cal:
+        res["calibration_note"] = (
+            f"Threshold calibration (calibration.grid): {cal['questions']} dev questions (not smoke questions, gold "
+            "documents in the smoke corpus and disjoint from the smoke questions' gold documents); their reference "
+            f"answers attributed to the top-{cal['context_top_k']} passages of the `hybrid` preset on the smoke "
+            f"index, rerank depth {cal.get('rerank_depth')} ({cal['best']['gold_documents']} gold documents: "
+            f"{cal['best']['gold_documents'] - cal['questions']} of the questions have two, the others one); "
+            f"{cal['pairs']} pairs scored in {cal['seconds_scoring']} s on the shared machine. Chosen: threshold "
+            f"{cal['best']['threshold']} (best F1), shipped as `preqrag.citations.DEFAULT_THRESHOLD`.")
+    m = res.get("measure")
+    if m:
+        res["measure_note"] = (
+            f"Smoke questions (measure): {m['questions']} smoke questions"
+            + (f" (the first {m['questions']} of {m['smoke_questions']}: the run was stopped there for time on a "
+               "shared 2-core machine)" if m["questions"] < m["smoke_questions"] else "")
+            + f" answered by `preqrag run` (preset `{m['preset']}`, context of {m['context_top_k']} passages), "
+            f"exported with `preqrag export --format trec-rag24` at threshold {res['threshold']}; the system's "
+            "answers attributed (system_answers), two baselines on the same answers (every sentence cites every "
+            "context passage; every sentence cites its best passage, no threshold) and the smoke reference answers "
+            "attributed to the same contexts (reference_answers). The baselines give every sentence a citation, "
+            "supported or not; precision and recall at the answer level do not penalise citing a gold passage for "
+            "a sentence it does not support, so they favour the baselines on a generator (here the bundled 135M "
+            "model) whose sentences are often unsupported or repeated."
+            + (f" {m['questions']} answers are a small sample: read these rows as indicative."
+               if m["questions"] < 30 else ""))
     ra = res.get("reference_all")
     if ra:
-        lines += [
-            "## 3. All smoke reference answers", "",
-            f"The {ra['questions']} reference answers of `smoke.jsonl` attributed at threshold {res['threshold']} to "
-            f"the top-{ra['context_top_k']} passages of the `hybrid` preset (rerank depth {ra['rerank_depth']}): "
-            "attribution alone, on every smoke question, without the generator.", "",
-            f"Command: `{res['commands']['reference']}`", ""]
-        groups = [{**ra["all"], "questions": f"all ({ra['all']['answers']})", "context_recall": ra["context_recall"]}]
-        groups += [{**ra[f"n_gold_{n}"], "questions": f"{n} gold document{'s' if n == 2 else ''} "
-                                                     f"({ra[f'n_gold_{n}']['answers']})"} for n in (1, 2)]
-        lines += md_table(groups, ["questions", "precision", "recall", "f1", "context_recall", "cited_passages"],
-                          head=["questions", "precision", "recall", "F1", "context recall", "cited passages"])
-        lines.append("")
-    lines += ["Gold documents are the documents each question was generated from; a passage of another document "
-              "may support a sentence as well, so precision is a lower bound. Recall is bounded by the context "
-              "recall above.", ""]
-    return "\n".join(lines)
+        res["reference_note"] = (
+            f"All smoke reference answers (reference_all): the {ra['questions']} reference answers of `smoke.jsonl` "
+            f"attributed at threshold {res.get('threshold')} to the top-{ra['context_top_k']} passages of the "
+            f"`hybrid` preset (rerank depth {ra['rerank_depth']}): attribution alone, on every smoke question, "
+            "without the generator; n_gold_1 / n_gold_2: the questions with one / two gold documents.")
+    return res
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -347,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.step == "reference":
         old = json.loads(args.out.with_suffix(".json").read_text())
         old["reference_all"] = reference_all(args.index, Attributor(attributor.scorer, threshold=chosen))
-        atomic_write_text(args.out.with_suffix(".json"), json.dumps(old, indent=2) + "\n")
+        atomic_write_text(args.out.with_suffix(".json"), json.dumps(with_notes(old), indent=2) + "\n")
         log(f"reference answers: {old['reference_all']['all']}")
         return 0
     if args.step == "calibrate":
@@ -379,9 +348,8 @@ def main(argv: list[str] | None = None) -> int:
             res["reference_all"] = old["reference_all"]
     if args.step == "all":
         res["reference_all"] = reference_all(args.index, Attributor(attributor.scorer, threshold=chosen))
-    atomic_write_text(args.out.with_suffix(".json"), json.dumps(res, indent=2) + "\n")
-    atomic_write_text(args.out.with_suffix(".md"), markdown(res))
-    log(f"wrote {args.out}.json/.md")
+    atomic_write_text(args.out.with_suffix(".json"), json.dumps(with_notes(res), indent=2) + "\n")
+    log(f"wrote {args.out}.json")
     return 0
 
 

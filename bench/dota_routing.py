@@ -1,6 +1,6 @@
 """DoTA-RAG namespace routing: how much of the index a routed question searches, and what it costs
 in recall (DoTA-RAG §2.2: "shrinking the average search space by 92%"). Written to
-docs/bench/dota_routing.json + .md.
+docs/bench/dota_routing.json (docs/results/dota_routing.md shows it).
 
 For each question: the router's namespaces, by ``--router``:
 
@@ -42,7 +42,14 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import describe, machine, md_table, placeholders  # noqa: E402
+from _common import machine, placeholders  # noqa: E402
+
+NOTE = ("fraction_searched_mean: passages in the routed namespaces / all passages (1.0 when no vote parsed: the "
+        "whole index is searched); search_space_reduction: 1 - that; gold_in_namespaces: share of gold documents "
+        "whose namespace was routed (empty where the index holds no gold document, a synthetic corpus); "
+        "dense_hit100_routed / _unrouted: a gold document in the dense top 100 searched within the routed "
+        "namespaces / the whole index; the module docstring of bench/dota_routing.py defines every column.")
+"""What the columns mean (written into the JSON; docs/results/dota_routing.md shows it)."""
 
 
 def main() -> None:
@@ -178,46 +185,14 @@ def main() -> None:
     data = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}
     key = ("router", "index", "questions", "n_questions", "llm", "route_budget")
     data["rows"] = [r for r in data["rows"] if tuple(r.get(k) for k in key) != tuple(row.get(k) for k in key)] + [row]
+    data["note"] = NOTE
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out, json.dumps(data, indent=2) + "\n")
-    md = ["# DoTA-RAG namespace routing: search space and recall", "",
-          "Written by bench/dota_routing.py (see its docstring). Fraction searched: passages in the routed "
-          "namespaces / all passages (1.0 when no vote parsed).", "",
-          *table_lines(data["rows"])]
-    md += ["", f"Machine: {describe(machine())}."]
-    atomic_write_text(args.out.with_suffix(".md"), "\n".join(md) + "\n")
     print(json.dumps({k: v for k, v in row.items() if k not in ("passages_per_topic", "machine")}, indent=2))
 
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
-
-
-def table_lines(rows: list[dict]) -> list[str]:
-    """The Markdown table of the routing rows."""
-    def cells(r: dict) -> dict:
-        budget, all_in = r.get("route_budget"), r.get("all_gold_in_namespaces")
-        return {"router": r["router"] + (f" ({r['llm']})" if r["llm"] else ""), "questions": r["n_questions"],
-                "passages": r["n_passages"], "budget": budget if budget is not None else "–",
-                "fraction searched": f"{r['fraction_searched_mean']:.3f}",
-                "reduction": f"{r['search_space_reduction']:.1%}", "no valid vote": r["no_valid_vote"],
-                "valid votes": f"{r['votes_valid']}/{r['votes_total']}" if r["votes_total"] else "–",
-                "gold doc in namespaces": _fmt(r["gold_in_namespaces"]),
-                "all gold docs in": all_in if all_in is not None else "–",
-                "dense hit@100 routed / unrouted": f"{_fmt(r['dense_hit100_routed'])} / "
-                                                   f"{_fmt(r['dense_hit100_unrouted'])}",
-                "dense search ms routed / unrouted": f"{r['dense_search_ms_routed']:.2f} / "
-                                                     f"{r['dense_search_ms_unrouted']:.2f}",
-                "route s/question": r["route_seconds_per_question"], "command": f"`{r['command']}`"}
-    return md_table([cells(r) for r in rows],
-                    ["router", "questions", "passages", "budget", "fraction searched", "reduction", "no valid vote",
-                     "valid votes", "gold doc in namespaces", "all gold docs in", "dense hit@100 routed / unrouted",
-                     "dense search ms routed / unrouted", "route s/question", "command"])
-
-
-def _fmt(x: float | None) -> str:
-    """A gold column's cell: '–' where the index holds no gold document (a synthetic corpus)."""
-    return "–" if x is None else f"{x:.3f}"
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 For each embedder: index a corpus (timing the dense-encoding phase → passages/s and
 tokens/s), then run dense-only retrieval on the raw questions and report document-level
-hit@10 (single-gold) and recall@10 (multi-gold). Writes docs/bench/embedders.json + .md.
+hit@10 (single-gold) and recall@10 (multi-gold). Writes docs/bench/embedders.json
+(docs/results/embedders.md shows it).
 
 Usage: python bench/embedders.py --corpus smoke_corpus.jsonl.gz --questions smoke.jsonl [--workdir DIR]
 """
@@ -23,7 +24,6 @@ from preqrag.evaluation import evaluate_retrieval
 from preqrag.index import build_index
 from preqrag.io import atomic_write_text, read_questions
 from preqrag.pipeline import Pipeline
-from _common import md_table  # bench/_common.py (the script's folder is on sys.path)
 
 EMBEDDERS = ["sentence-transformers/all-MiniLM-L6-v2", "BAAI/bge-small-en-v1.5"]
 
@@ -68,22 +68,7 @@ def main(argv=None) -> int:
               "command": "python bench/embedders.py " + " ".join(argv or os.sys.argv[1:]), "rows": rows}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(result, indent=1))
-    lines = ["# Embedders: indexing throughput and dense retrieval quality", "",
-             f"Corpus `{args.corpus}`, questions `{args.questions}` ({len(questions)}); {result['machine']}; {result['date']}.",
-             f"Command: `{result['command']}`", "", *table_lines(rows)]
-    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     return 0
-
-
-
-def table_lines(rows: list[dict]) -> list[str]:
-    """The Markdown table of the embedder rows."""
-    return md_table([{**r, **{k: f"{r[k]:.3f}" for k in ("dense_single_hit@10", "dense_single_mrr@10",
-                                                          "dense_multi_recall@10")}} for r in rows],
-                    ["embedder", "max_tokens", "n_passages", "avg_tokens_per_passage", "passages_per_second",
-                     "tokens_per_second", "dense_single_hit@10", "dense_single_mrr@10", "dense_multi_recall@10"],
-                    head=["embedder", "passage cap (tokens)", "passages", "avg tokens", "passages/s", "tokens/s",
-                          "dense hit@10 (single)", "dense MRR@10", "dense recall@10 (multi)"])
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ passage vectors of one backend vs torch fp32's: mean top-10 overlap; plus the mi
 index built with torch fp32 queried by the ONNX int8 backend. The machine and its SIMD flags are
 recorded.
 
-Writes docs/bench/encoder_speed.json and .md.
+Writes docs/bench/encoder_speed.json (docs/results/encoder_speed.md shows it).
 
 Usage: python bench/encoder_speed.py [--part speed|agreement|all] [--only SUBSTR ...] [--chunks A:B]
        [--n 2000] [--questions ../shared/liverag-bench/dev.jsonl --n-questions 200] [--work DIR]
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import describe, machine, md_table, placeholders  # bench/_common.py
+from _common import machine, placeholders  # bench/_common.py
 from preqrag.io import atomic_write_text
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -306,36 +306,22 @@ def agreement(texts, gold, questions, work: Path, bf16: bool, size: int) -> dict
     return out
 
 
-def write_md(out: Path, data: dict) -> None:
-    m = data["machine"]
-    lines = ["# Dense encoding speed: all-MiniLM-L6-v2 on torch vs ONNX fp32/int8", "",
-             f"{describe(m)}; SIMD flags: {', '.join(data.get('simd_flags', []))}. "
-             f"{data['passages']} bench passages (mean {data['mean_tokens']} tokens), chunked as `preqrag index` does. "
-             f"Timed in chunks of {data.get('chunk_size')} passages, every setting on each chunk in turn (the order "
-             "reversed every other chunk). The CPU was shared with another job: each timing waited until other "
-             "processes used under 10 % of the CPU and was repeated when they used more while it ran; the largest "
-             "share they took during a row's timings is shown. `x torch fp32`: passages/s over torch fp32 "
-             "at batch 32; `x previous default`: over what `preqrag index` ran on this CPU before the ONNX int8 "
-             "backend (torch, bf16 autocast where the CPU has native bf16, else fp32); cosines: each passage's vector against torch fp32's (batch 32).",
-             "Commands: " + "; ".join(f"`{c}`" for c in data["commands"]), ""]
-    ids = [s["id"] for s in settings(True)]
-    rows = sorted(data["rows"], key=lambda r: ids.index(r["id"]) if r["id"] in ids else len(ids))
-    lines += md_table(rows, ["id", "backend", "precision", "batching", "batch", "threads", "passages_per_second",
-                             "tokens_per_second", "x_torch_fp32", "x_previous_default", "mean_cos_vs_torch_fp32", "min_cos_vs_torch_fp32",
-                             "others_cpu_max"],
-                      ["setting", "backend", "precision", "batching", "batch", "threads", "passages/s", "tokens/s",
-                       "x torch fp32", "x previous default", "mean cos vs torch fp32", "min cos", "others' CPU share (max)"])
+def method(data: dict) -> str:
+    """How the rows were timed and what their ratio and cosine columns are (written into the JSON:
+    docs/results/encoder_speed.md shows it)."""
     a = data.get("agreement")
-    if a:
-        lines += ["", f"## Retrieval agreement ({a['questions']} dev questions, {a['passages']} passages: the timed ones "
-                      f"+ {a['gold_passages']} of the questions' gold documents; exact dense top-10)", ""]
-        lines += md_table(a["rows"], ["backend", "mean_cos_passages", "min_cos_passages", "mean_cos_queries",
-                                      "min_cos_queries", "top10_overlap"],
-                          ["vectors", "mean cos passages", "min cos passages", "mean cos queries", "min cos queries",
-                           "top-10 overlap with torch fp32"])
-    if data.get("note"):
-        lines += ["", data["note"]]
-    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
+    return (f"{data['passages']} bench passages (mean {data['mean_tokens']} tokens), chunked as `preqrag index` does. "
+            f"Timed in chunks of {data.get('chunk_size')} passages, every setting on each chunk in turn (the order "
+            "reversed every other chunk). The CPU was shared with another job: each timing waited until other "
+            "processes used under the --quiet share of the CPU (default 10 %) and was repeated when they used more while it ran; others_cpu_max "
+            "is the largest share they took during a row's timings. x_torch_fp32: passages/s over torch fp32 at "
+            "batch 32; x_previous_default: over what `preqrag index` ran on this CPU before the ONNX int8 backend "
+            "(torch, bf16 autocast where the CPU has native bf16, else fp32); cosines: each passage's vector against "
+            "torch fp32's (batch 32)."
+            + (f" agreement: retrieval on {a['questions']} dev questions over {a['passages']} passages (the timed "
+               f"ones + {a['gold_passages']} of the questions' gold documents), exact dense top-10 of each backend's "
+               "vectors against torch fp32's; the last row queries a torch fp32 index with ONNX int8 query vectors."
+               if a else ""))
 
 
 def main(argv=None) -> int:
@@ -390,8 +376,8 @@ def main(argv=None) -> int:
     data.update(machine=machine(), simd_flags=sorted(f for f in flags if f.startswith(("avx", "amx")) or "vnni" in f),
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 commands=[c for c in data.get("commands", []) if c != command] + [command])
+    data["method"] = method(data)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-    write_md(out, data)
     return 0
 
 

@@ -5,7 +5,7 @@
 1. Writes ``--passages`` random unit vectors (float32, seed 0) as a build leaves them: files
    ``emb_00000.npy``, ... of :data:`preqrag.index.SHARD` rows each. The flat build's memory
    does not depend on the vectors' values, so random vectors stand in for encoded passages
-   (dim 256: WordLlama's, as in the 5M rows of docs/bench/scale.md).
+   (dim 256: WordLlama's, as in the 5M rows of docs/results/scale.md).
 2. In a child process (its own peak RSS: ``VmHWM``, bench/scale.py's ``_peak_mb``; rows before
    2026-11-26 recorded ``ru_maxrss``, an upper bound of it), builds the index exactly as
    ``preqrag index`` does: :func:`preqrag.retrieval.dense.build_faiss` with the default

@@ -22,7 +22,7 @@ Phases (the device tool carries at most 64 MiB a call, so the inputs travel in t
   python bench/gpu_encode_ann.py pack --index IDX --questions dev.jsonl --dir D   # here: inputs
   python bench/gpu_encode_ann.py record --result OUT/gpu_ann.json --sample OUT/sample.npz -o docs/bench/gpu_ann.json
 ``record`` checks the GPU's float16 vectors against this machine's float32 ones (same texts, the
-bundled model) and writes the JSON + markdown.
+bundled model) and writes the JSON (docs/results/gpu_ann.md shows it: ``python bench/results.py``).
 """
 
 from __future__ import annotations
@@ -227,45 +227,29 @@ def record(result: Path, sample: Path, out: Path, command: str) -> None:
                                "cosine_mean": round(float(cos.mean()), 6),
                                "note": "GPU float16 vectors against this machine's float32 vectors of the same texts"}
     res["command"] = command
+    res.update(notes(res))
     atomic_write_text(out, json.dumps(res, indent=1) + "\n")
-    write_markdown(res, out.with_suffix(".md"))
 
 
-def write_markdown(res: dict, path: Path) -> None:
-    from _common import md_table
-
-    m = res["machine"]
-    lines = ["# One GPU: encoding rate and learned-encoder ANN at 1M", "",
-             f"GPU: {res['gpu']} (torch {res['torch']}); CPU: {m['cpu']}, {m['cores']} cores ({m['simd']}), "
-             f"{m['ram_gib']} GiB; FAISS {res['faiss']}; {res['date']}. Encoder: {MODEL} through preqrag's "
-             f"SentenceTransformerEncoder on {res['encoder']['device']} (float16). Corpus: the first "
-             f"{res['corpus']['documents']:,} documents of bench/scale.py's synthetic corpus (seed 0), one passage each.",
-             "", "Encoding rate by batch size (passages of the corpus; tokenisation included):", "",
-             *md_table(res["rates"], ["batch_size", "passages", "seconds", "passages_per_s"]), "",
-             f"All {res['encode_all']['passages']:,} passages at batch {res['encode_all']['batch_size']}: "
-             f"{res['encode_all']['seconds']} s, **{res['encode_all']['passages_per_s']:,} passages/s** "
-             "(writing the vector files included).", ""]
-    if "fp16_vs_cpu_fp32" in res:
-        c = res["fp16_vs_cpu_fp32"]
-        lines += [f"float16 on the GPU against float32 on the development CPU, {c['passages']} passages: cosine "
-                  f"min {c['cosine_min']}, mean {c['cosine_mean']}.", ""]
-    lines += [f"Dense search of one query on the CPU (FAISS with {res.get('search_threads', 2)} threads; builds with "
-              f"{res.get('build_threads')}), {res['queries']} dev questions, recall@10 against flat on the same vectors:",
-              "", *md_table(res["rows"], ["dense_index", "setting", "value", "dense_p50_ms", "dense_p95_ms",
-                                         "recall@10_vs_flat", "build_seconds", "disk_mb"]), ""]
+def notes(res: dict) -> dict:
+    """``method`` (what was measured, how) and ``conclusion`` (the settings meeting the 5M target at
+    1M) of a result, written into the JSON: docs/results/gpu_ann.md shows them."""
+    method = (f"Encoder: {MODEL} through preqrag's SentenceTransformerEncoder on {res['encoder']['device']} (float16). "
+              f"Corpus: the first {res['corpus']['documents']:,} documents of bench/scale.py's synthetic corpus (seed 0), "
+              "one passage each. rates: encoding rate by batch size (passages of the corpus; tokenisation included); "
+              "encode_all: all passages at one batch size, writing the vector files included. fp16_vs_cpu_fp32: the "
+              "GPU's float16 vectors against the development CPU's float32 vectors of the same texts. rows: dense "
+              f"search of one query on the CPU (FAISS with {res.get('search_threads', 2)} threads; builds with "
+              f"{res.get('build_threads')}), {res['queries']} dev questions, recall@10 against flat on the same vectors.")
     if res.get("skipped"):
-        lines += [f"Not measured (not started before --deadline-s; the encoding took {res['encode_all']['seconds']} s of "
-                  f"the call): {', '.join(res['skipped'])}.", ""]
+        method += (f" skipped: not started before --deadline-s (the encoding took {res['encode_all']['seconds']} s of "
+                   "the call).")
     ok = [r for r in res["rows"] if r["dense_index"] != "flat" and r["recall@10_vs_flat"] >= 0.95
           and r["dense_p50_ms"] <= 10]
-    lines += ["Settings measured here that meet the 5M target's two numbers (p50 <= 10 ms, recall@10 >= 0.95) at 1M: "
-              + (", ".join(f"{r['dense_index']} {r['setting']}={r['value']} ({r['recall@10_vs_flat']}, "
-                           f"{r['dense_p50_ms']} ms)" for r in ok) or "none") + ".", ""]
-    if res.get("command"):
-        lines += [f"Command: `{res['command']}`", ""]
-    atomic = path.with_suffix(".tmp")
-    atomic.write_text("\n".join(lines))
-    atomic.replace(path)
+    conclusion = ("Settings measured here that meet the 5M target's two numbers (p50 <= 10 ms, recall@10 >= 0.95) "
+                  "at 1M: " + (", ".join(f"{r['dense_index']} {r['setting']}={r['value']} ({r['recall@10_vs_flat']}, "
+                                         f"{r['dense_p50_ms']} ms)" for r in ok) or "none") + ".")
+    return {"method": method, "conclusion": conclusion}
 
 
 def main(argv=None) -> int:

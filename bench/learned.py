@@ -1,5 +1,5 @@
 """Issue 14: cross-validated gains of the learned ranker and the fine-tuned encoder, written to
-docs/bench/learned.json + .md.
+docs/bench/learned.json (docs/results/learned.md shows it).
 
 Questions: the same fixed-seed sample as bench/ablation.py (``random.Random(0).sample`` of the file,
 ``--sample``), those with gold documents. Folds: ``--folds`` K, scikit-learn ``GroupKFold`` on the
@@ -42,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, final_retrieval_columns, machine, md_table  # noqa: E402
+from _common import final_retrieval_columns, machine  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.evaluation.retrieval import gold_docs  # noqa: E402
@@ -54,6 +54,13 @@ from preqrag.pipeline import Pipeline  # noqa: E402
 
 HYBRID_RERANK = {"rewriter": {"name": "none"}}
 DENSE_RAW = {"rewriter": {"name": "none"}, "retrieval": {"use_sparse": False}, "reranker": {"name": "none"}}
+
+
+NOTE = ("Quality of the final ranking at document level on held-out folds (GroupKFold over questions sharing gold "
+        "documents); rows without training are scored on the same questions. Training time and peak RSS per fold "
+        "(training_* for the ranker, encoder_training_* for the encoder); ranker_ms_per_question = feature "
+        "extraction + LightGBM predict, ranker_predict_ms_per_question = predict alone.")
+"""What the rows mean (written into the JSON; docs/results/learned.md shows it)."""
 
 
 def _config(base, overrides, embedder=None):
@@ -210,7 +217,9 @@ def main(argv=None) -> int:
     folds = folds_of(qs, args.folds, args.seed)
     params = RankerParams(num_trees=args.num_trees, min_data_in_leaf=args.min_data_in_leaf, seed=args.seed)
     out = Path(args.out)
-    rows = json.loads(out.read_text()) if out.exists() else []
+    data = json.loads(out.read_text()) if out.exists() else {}
+    data = {"rows": data} if isinstance(data, list) else data  # a bare list of rows before the note
+    rows = data.get("rows", [])
     command = "python " + " ".join(sys.argv)
 
     def emit(name, traces_by_q, spq, **extra):
@@ -218,10 +227,11 @@ def main(argv=None) -> int:
         tr = [traces_by_q[q.key].model_copy(update={"learned_models": []}) for q in qs]  # checked per fold
         row = {"name": name, "label": label, "n_questions": len(qs), **final_retrieval_columns(tr, qs),
                "seconds_per_question": spq, "cross_validated": True, "folds": args.folds, **extra,
-               "command": command}
+               "command": command, "machine": machine(),
+               "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         print(json.dumps(row), flush=True)
         rows = [r for r in rows if not (r["name"] == name and r.get("label") == label)] + [row]
-        atomic_write_text(out, json.dumps(rows, indent=1))
+        atomic_write_text(out, json.dumps({**data, "note": NOTE, "rows": rows}, indent=1))
 
     def learned_rows(base_traces, base_spq, tag, name):
         learned, seconds, peak, ms, ms_predict = {}, [], 0.0, [], []
@@ -305,38 +315,7 @@ def main(argv=None) -> int:
                  **({"pool_depth": args.pool_depth, "pool_passages_per_fold": pool_sizes}
                     if args.encoder_eval == "pool" else {}),
                  **({"ranker_ms_per_question": round(sum(both_ms) / len(both_ms), 3)} if name == "both" else {}))
-    write_markdown(rows, out.with_suffix(".md"))
     return 0
-
-
-def write_markdown(rows: list[dict], path: Path) -> None:
-    fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
-    lines = ["# Learned ranker and fine-tuned encoder (cross-validated)", "",
-             f"Machine: {describe(machine())}. Date: {datetime.date.today().isoformat()}.", "",
-             "Quality of the final ranking at document level on held-out folds (GroupKFold over questions "
-             "sharing gold documents); rows without training are scored on the same questions. Training "
-             "time and peak RSS per fold; ranker ms/question = feature extraction + LightGBM predict "
-             "(predict alone in the JSON). Each row's command is in learned.json.", ""]
-    cols = ["row", "single hit@1", "single hit@10", "single MRR@10", "multi recall@10", "multi all@10", "s/question",
-            "ranker ms/q", "training s/fold", "training peak RSS MB"]
-    for label in dict.fromkeys(r["label"] for r in rows):
-        table = []
-        for r in rows:
-            if r["label"] != label:
-                continue
-            train_s = r.get("training_seconds_per_fold", r.get("encoder_training_seconds_per_fold"))
-            rss = r.get("training_peak_rss_mb", r.get("encoder_training_peak_rss_mb"))
-            table.append({"row": r["name"], "single hit@1": fmt(r["single_hit@1"]),
-                          "single hit@10": fmt(r["single_hit@10"]), "single MRR@10": fmt(r["single_mrr@10"]),
-                          "multi recall@10": fmt(r["multi_recall@10"]), "multi all@10": fmt(r.get("multi_all@10")),
-                          "s/question": f"{r['seconds_per_question']:.3f}",
-                          "ranker ms/q": fmt(r.get("ranker_ms_per_question")),
-                          "training s/fold": "–" if train_s is None else train_s,
-                          "training peak RSS MB": "–" if rss is None else rss})
-        lines += [f"## {label}", "", *md_table(table, cols)]
-        cmds = list(dict.fromkeys(r["command"] for r in rows if r["label"] == label))
-        lines += ["", "Command: " + " ; ".join(f"`{c}`" for c in cmds), ""]
-    atomic_write_text(path, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ retrieved passages where a step needs passages:
 
 For each step: calls, parse fallbacks (the reply did not parse), sense fallbacks (it parsed but
 made no sense: unrelated, too long, repeated, ...), LLM errors, and seconds per question.
-Rows go to ``--out`` (JSON, merged by (llm, label)) and a Markdown table beside it.
+Rows go to ``--out`` (JSON, merged by (llm, label); docs/results/llm_steps.md shows it).
 
     python bench/llm_steps.py --questions ../shared/liverag-bench/dev.jsonl \\
         --corpus ../shared/liverag-bench/corpus.jsonl.gz --sample 500 --head 50 [--llm qwen2.5-coder-0.5b]
@@ -33,12 +33,18 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, md_table  # noqa: E402
+from _common import machine  # noqa: E402
 from presets import fallback_kind  # noqa: E402
 
 from preqrag.io import atomic_write_text  # noqa: E402
 
 STEPS = ("classify", "preqrag", "dota", "ginger", "nuggets", "cir")
+
+
+NOTE = ("Each step run alone on dev questions (the gold documents' text as its passages); parse_fallbacks: the "
+        "reply did not parse; sense_fallbacks: it parsed but made no sense (unrelated, too long, repeated, ...); "
+        "accuracy (classify), routed (dota), sentences and removed_citations (cir): the step's own figures.")
+"""What the columns mean (written into the JSON; docs/results/llm_steps.md shows it)."""
 
 
 def gold_texts(corpus: Path, ids: set[str]) -> dict[str, str]:
@@ -157,24 +163,9 @@ def main(argv=None) -> int:
     data["rows"] = [r for r in data["rows"] if (r["step"], r["llm"], r["label"]) not in keys] + rows
     data.update({"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
         timespec="seconds")})
+    data["note"] = NOTE
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-    lines = ["# LLM steps with structured output", "", f"Machine: {describe(data['machine'])}; {data['date']}.", "",
-             "Each step run alone on dev questions (gold documents as passages); fallbacks counted per step.", "",
-             *table_lines(data["rows"])]
-    lines += ["", "Commands:", ""] + sorted({f"- `{r['command']}`" for r in data["rows"]})
-    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     return 0
-
-
-
-def table_lines(rows: list[dict]) -> list[str]:
-    """The Markdown table of the step rows (``notes``: accuracy, routed, sentences, removed citations)."""
-    notes = ("accuracy", "routed", "sentences", "removed_citations")
-    return md_table([{**r, "notes": ", ".join(f"{k} {r[k]}" for k in notes if k in r)} for r in rows],
-                    ["llm", "step", "questions", "calls", "parse_fallbacks", "sense_fallbacks", "llm_errors",
-                     "seconds_per_question", "notes"],
-                    head=["llm", "step", "questions", "calls", "parse fallbacks", "sense fallbacks", "llm errors",
-                          "s/question", "notes"])
 
 
 if __name__ == "__main__":

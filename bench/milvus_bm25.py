@@ -13,7 +13,7 @@ question, no reranking:
 Row: the ablation ladder's document-level columns (bench/_common.final_retrieval_columns), the mean
 overlap of the top-10 passage sets with the embedded retriever of the same kind, and per-query latency
 p50 / p95 (ms; one query per call). Milvus Lite is a pure-Python stand-in: its latency says nothing of
-a Milvus server. Writes ``--out`` (JSON) and the Markdown beside it.
+a Milvus server. Writes ``--out`` (JSON; docs/results/milvus.md shows it).
 
 Usage:
   python bench/milvus_bm25.py --index IDX --questions ../shared/liverag-bench/dev.jsonl --sample 500
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, final_retrieval_columns, gold_traces, machine, md_table, pct  # noqa: E402
+from _common import final_retrieval_columns, gold_traces, machine, pct  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.index import Index  # noqa: E402
@@ -104,21 +104,19 @@ def main(argv=None) -> int:
             "first_bm25_query_ms": round(first_ms, 1), "machine": machine(),
             "versions": {m: __import__("importlib.metadata").metadata.version(m) for m in ("pymilvus", "milvus-lite")},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python bench/milvus_bm25.py " + " ".join(argv or sys.argv[1:])}
+            "command": "python bench/milvus_bm25.py " + " ".join(argv or sys.argv[1:]),
+            "note": note(args.top_k)}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-    cols = ["retriever", "single_hit@1", "single_hit@10", "single_mrr@10", "multi_recall@10", "multi_all@10",
-            "top10_overlap_with", "top10_overlap", "p50_ms", "p95_ms"]
-    lines = ["# Milvus backend against the embedded index", "", f"Command: `{data['command']}`", "",
-             f"Machine: {describe(data['machine'])}; {data['date']}. {data['passages']} passages, "
-             f"{len(questions)} questions (top-{args.top_k}, raw question, no reranking). "
-             f"pymilvus {data['versions']['pymilvus']}, Milvus Lite {data['versions']['milvus-lite']}: load "
-             f"{data['load_seconds']} s (this run; 0 if resumed complete), open {data['open_seconds']} s, first BM25 "
-             f"query {data['first_bm25_query_ms']} ms. Milvus Lite is a pure-Python stand-in: its latencies say "
-             "nothing about a Milvus server.", "",
-             *md_table(rows, cols)]
-    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
     return 0
+
+
+def note(top_k: int) -> str:
+    """What the rows are (written into the JSON; docs/results/milvus.md shows it)."""
+    return (f"Top-{top_k} passages of each question, raw question, no reranking; top10_overlap: mean overlap of the "
+            "top-10 passage sets with the embedded retriever named in top10_overlap_with; p50_ms / p95_ms: one query "
+            "per call. load_seconds: this run's load into Milvus (0 if resumed complete). Milvus Lite is a "
+            "pure-Python stand-in: its latencies say nothing about a Milvus server.")
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ of it:
 Each gold document is then counted at the **first stage it is missing from** (``lost at``, from
 ``either@100`` on: BM25 and dense are alternatives), per
 DataMorgana ``answer_type`` (``multi-aspect``, ``comparison``, ``three-doc``, and all). Shares are of gold
-documents (two per question).
+documents (two per question). docs/results/multidoc_diagnosis.md shows the JSON.
 
     python bench/multidoc_diagnosis.py --index corpus=IDX --index corpus_plus=IDX_PLUS \\
         --questions ../shared/liverag-bench/dev.jsonl -o docs/bench/multidoc_diagnosis.json
@@ -32,7 +32,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import describe, machine, md_table, placeholders
+from _common import machine, placeholders
 
 from preqrag.config import load_config
 from preqrag.io import atomic_write_text, read_questions
@@ -101,22 +101,14 @@ def diagnose(index: str, questions, batch_size: int) -> dict:
             "context_top_k": cfg.generator.context_top_k, "rows": rows}
 
 
-def write_md(out: Path, data: dict) -> None:
-    lines = ["# Where multi-document questions lose a gold document (hybrid, no LLM)", "",
-             f"{describe(data['machine'])}. {data['questions']}. `in S`: share of the gold documents present at "
-             "stage S; `lost at S`: share first missing at S, in the pipeline's order (either@100: in neither "
-             "retriever's top 100, what fusion can see; then fused, rerank_cut, top10, top3). Stages: bm25@100 / "
-             "dense@100 (top-100 passages), fused (the union), rerank_cut (the fused list's first "
-             f"{data['corpora'][0]['reranker_depth']} passages: the cross-encoder's input), top10 (first 10 "
-             "documents of the final ranking), top3 (the generator's context).",
-             "", f"Command: `{data['command']}`", ""]
-    for c in data["corpora"]:
-        lines += [f"## {c['label']} ({c['multi_questions']} multi-document questions)", ""]
-        cols = ["answer_type", "questions"] + [f"in {s}" for s in STAGES]
-        lines += md_table(c["rows"], cols) + [""]
-        cols = ["answer_type"] + [f"lost at {s}" for s in LOSS_STAGES] + ["kept in top3"]
-        lines += md_table(c["rows"], cols) + [""]
-    atomic_write_text(out.with_suffix(".md"), "\n".join(lines))
+def method(reranker_depth: int) -> str:
+    """What the columns mean (written into the JSON; docs/results/multidoc_diagnosis.md shows it)."""
+    return ("`in S`: share of the gold documents present at stage S; `lost at S`: share first missing at S, in the "
+            "pipeline's order (either@100: in neither retriever's top 100, what fusion can see; then fused, "
+            "rerank_cut, top10, top3). Stages: bm25@100 / dense@100 (top-100 passages), fused (the union), "
+            f"rerank_cut (the fused list's first {reranker_depth} passages: the cross-encoder's input), top10 (first "
+            "10 documents of the final ranking), top3 (the generator's context). Shares are of gold documents (two "
+            "per question), per DataMorgana answer_type.")
 
 
 def main(argv=None) -> int:
@@ -139,9 +131,9 @@ def main(argv=None) -> int:
     out = Path(args.out)
     data = {"corpora": corpora, "questions": f"fixed-seed dev sample (seed 0, {args.sample}, first {args.head})",
             "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python bench/multidoc_diagnosis.py " + " ".join(placeholders(argv or sys.argv[1:]))}
+            "command": "python bench/multidoc_diagnosis.py " + " ".join(placeholders(argv or sys.argv[1:])),
+            "method": method(corpora[0]["reranker_depth"])}
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-    write_md(out, data)
     return 0
 
 

@@ -10,6 +10,7 @@ and once overlapped (retrieval of batch i+1 while batch i generates). Reports wa
 questions/hour, time with LLM requests in flight, and the answers' agreement between the
 two runs. On a 2-core machine the server and the cross-encoder share the cores, so overlap
 cannot gain much here; on a GPU server it hides the CPU stages behind generation.
+docs/results/openai_backend.md shows the JSON (``python bench/results.py``).
 """
 
 from __future__ import annotations
@@ -25,13 +26,19 @@ import time
 import urllib.request
 from pathlib import Path
 
-from _common import describe, machine, md_table  # noqa: E402
+from _common import machine, placeholders  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
 from preqrag.pipeline import Pipeline  # noqa: E402
 from preqrag.registry import resolve  # noqa: E402
 from preqrag.runner import run_questions  # noqa: E402
+
+
+NOTE = ("Client: concurrency 4, the default retries. The same questions answered twice: overlap no (run.overlap = "
+        "false, sequential) and yes (retrieval of batch i+1 while batch i generates); llm_in_flight_seconds: time with "
+        "LLM requests in flight; identical_answers: answers equal between the two runs (of limit).")
+"""What the rows are (written into the JSON; docs/results/openai_backend.md shows it)."""
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
@@ -93,26 +100,11 @@ def main(argv=None) -> int:
     result = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": machine(), "questions": args.questions, "limit": args.limit,
               "server": "python -m llama_cpp.server (llama-cpp-python 0.3.36), SmolLM2-135M-Instruct Q4_1, 2 threads",
-              "rows": rows, "identical_answers": same}
+              "rows": rows, "identical_answers": same, "note": NOTE,
+              "command": "python bench/openai_backend.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv))}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
-    lines = ["# OpenAI-compatible backend against a real local llama.cpp server", "",
-             f"Command: `python bench/openai_backend.py --limit {args.limit} ...`. Machine: {describe(result['machine'])}. "
-             f"Date: {result['date']}. Server: {result['server']}; client: concurrency 4, default retries.", "",
-             *table_lines(rows)]
-    lines += ["", f"Identical answers between the two runs: {same} of {len(a)}.", ""]
-    atomic_write_text(out.with_suffix(".md"), "\n".join(lines))
     return 0
-
-
-
-def table_lines(rows: list[dict]) -> list[str]:
-    """The Markdown table of the two runs (``run.overlap`` off and on)."""
-    return md_table([{**r, "answered / failed": f"{r['answered']} / {r['failed']}"} for r in rows],
-                    ["overlap", "answered / failed", "wall_seconds", "questions_per_hour", "llm_in_flight_seconds",
-                     "cross_encoder_seconds"],
-                    head=["run.overlap", "answered / failed", "wall s", "questions/hour", "LLM requests in flight, s",
-                          "cross-encoder s"])
 
 
 if __name__ == "__main__":

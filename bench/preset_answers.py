@@ -15,7 +15,8 @@ questions of ``--questions`` (a file with reference ``answer``s) with a configur
   llama.cpp and batched calls), ``seconds_per_question`` (wall seconds of the command, model loading
   included, / answered).
 
-Rows are merged into ``--out`` by label (``preset`` + ``--label-suffix``) with the machine and date.
+Rows are merged into ``--out`` by label (``preset`` + ``--label-suffix``) with the machine and date
+(docs/results/preset_answers.md shows them).
 
     python bench/preset_answers.py --index IDX --questions ../shared/liverag-bench/smoke.jsonl \\
         --limit 12 --preset hybrid --preset cir --work WORK
@@ -31,12 +32,19 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, md_table, placeholders
+from _common import describe, machine, placeholders
 from presets import token_f1
 
 from preqrag.answering import copied_sentences, degenerate
 from preqrag.io import atomic_write_text
 from preqrag.text import split_sentences
+
+
+NOTE = ("Token F1 against the reference answers; copied: answer sentences holding 12 consecutive words of a passage; "
+        "cited: sentences with a citation (generators that cite). Seconds: wall time of `preqrag run` (model loading "
+        "included) per answered question; the row's command is the `preqrag run` measured (script: the bench "
+        "command that ran it).")
+"""What the columns mean (written into the JSON; docs/results/preset_answers.md shows it)."""
 
 
 def measure(preset: str, index: str, questions: str, limit: int, work: Path, extra_toml: str) -> dict:
@@ -97,22 +105,9 @@ def main(argv=None) -> int:
                    script="python bench/preset_answers.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv)))
         data["rows"] = [r for r in data["rows"] if r["label"] != row["label"]] + [row]
         print(json.dumps(row), flush=True)
+        data["note"] = NOTE
         atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-    write_md(out, data)
     return 0
-
-
-def write_md(out: Path, data: dict) -> None:
-    """``out``'s Markdown twin (``.md``) from its rows."""
-    cols = ["label", "questions", "answer_token_f1", "degenerate_share", "copied_sentence_share", "cited_sentence_share",
-            "llm_calls_per_question", "llm_seconds_per_question", "seconds_per_question"]
-    lines = ["# Answers of each preset with the default LLM", "",
-             "Token F1 against the reference answers; copied: answer sentences holding 12 consecutive words of a "
-             "passage; cited: sentences with a citation (generators that cite). Seconds: wall time of `preqrag run` "
-             "(model loading included) per answered question. Machine and command per row in the JSON.", ""]
-    lines += md_table(data["rows"], cols, ["row", "questions", "token F1", "degenerate", "copied", "cited",
-                                           "LLM calls / q", "LLM s / q", "s / q"])
-    atomic_write_text(out.with_suffix(".md"), "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

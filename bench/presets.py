@@ -24,7 +24,8 @@ the first N questions of the fixed-seed sample (a nested subset: answer-level ro
 50 of the sample of 500 see only questions the retrieval rows saw). Besides the presets of
 :mod:`preqrag.presets`, ``--presets`` takes the baselines in :data:`BASELINES` (plain BM25 on
 the raw question), so the ladder's "never worse than BM25" check is in the same file. Rows
-merge into an existing output file by (name, label); each row keeps its own command.
+merge into an existing output file by (name, label); each row keeps its own command and machine.
+docs/results/<out>.md shows the file (``python bench/results.py``).
 """
 
 from __future__ import annotations
@@ -40,11 +41,18 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _common import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, md_table, stage_means  # noqa: E402
+from _common import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 from preqrag.pipeline import Pipeline  # noqa: E402
+
+
+NOTE = ("Each row's machine says where it ran; rows without one come from an earlier session's 2-core AMD EPYC "
+        "(seconds are comparable only between rows of the same machine). A 135M LLM writes weak rewrites and answers: "
+        "answer-level columns say little about the presets with a capable LLM. llm-classifier rows: the LLM "
+        "classifier (classifier.name = \"llm\"), gold single = one gold document.")
+"""What the rows mean: written into a new file (a file's own ``note`` is kept); docs/results/ shows it."""
 
 
 def normalize_answer(text: str) -> list[str]:
@@ -196,6 +204,7 @@ def main(argv=None) -> int:
         data["rows"] = [r for r in data["rows"] if not same_row(r, row)] + [row]
         data.update({"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"), "command": command})
+        data.setdefault("note", NOTE)
         atomic_write_text(out, json.dumps(data, indent=1) + "\n")
 
     llm_override = {"llm": {"model": args.llm}} if args.llm else {}
@@ -261,93 +270,7 @@ def main(argv=None) -> int:
                         "removed_citations": removed if sentences else None})
         print(json.dumps({k: v for k, v in row.items() if k != "config"}), flush=True)
         save(row)
-    write_markdown(data, out.with_suffix(".md"))
     return 0
-
-
-def _parse_cell(r: dict) -> str:
-    pf = r.get("parse_fallbacks")
-    if pf is None:
-        return ""
-    return "0" if not any(pf.values()) else ", ".join(f"{k} {v}" for k, v in pf.items() if v)
-
-
-def _machine_cell(r: dict) -> str:
-    """The SIMD level from a row's machine description ("AMD EPYC (AVX2), ..."), or "earlier" for rows
-    recorded before rows carried their machine."""
-    where = re.search(r"\(([^)]*)\)", r.get("machine", ""))
-    return where.group(1) if where else "earlier"
-
-
-def coverage_lines(rows: list[dict]) -> list[str]:
-    """Markdown: for each (preset, LLM), the largest question set measured with retrieval columns and
-    the largest with answer columns, with that row's headline figures (multi recall@10, token F1)
-    and machine: what the ladder covers and what it lacks at a glance (issue 22 asks for >= 200
-    questions per preset and LLM). Heads of one fixed-seed sample are nested, so a row on more
-    questions supersedes the smaller ones for coverage, not for comparison with other rows."""
-    best: dict[tuple[str, str], dict[str, dict]] = {}
-    for r in rows:
-        if r["name"] == "llm-classifier":
-            continue
-        slot = best.setdefault((r["name"], r.get("llm") or ""), {})
-        for kind, ok in (("retrieval", r.get("multi_recall@10") is not None), ("answers", r.get("answer_token_f1") is not None)):
-            if ok and r["n_questions"] >= slot.get(kind, {}).get("n_questions", 0):
-                slot[kind] = r
-
-    def cell(r: dict | None, col: str) -> str:
-        if r is None:
-            return "–"
-        return f"{r['n_questions']} q: {r[col]:.3f} ({_machine_cell(r)})"
-
-    presets = sorted({name for name, _ in best})
-    for llm in {llm for _, llm in best}:  # every preset with every LLM seen: the gaps show as "–"
-        for name in presets:
-            best.setdefault((name, llm), {})
-    lines = ["", "Coverage: for each preset and LLM, the largest question set measured (same fixed-seed sample, "
-             "nested heads), with its multi recall@10 (retrieval) and token F1 (answers); – not measured:", ""]
-    lines += md_table([{"preset": name, "llm": llm,
-                        "retrieval: multi recall@10": cell(slot.get("retrieval"), "multi_recall@10"),
-                        "answers: token F1": cell(slot.get("answers"), "answer_token_f1")}
-                       for (name, llm), slot in sorted(best.items())],
-                      ["preset", "llm", "retrieval: multi recall@10", "answers: token F1"])
-    return lines
-
-
-def write_markdown(data: dict, path: Path) -> None:
-    cols = ["single_hit@1", "single_hit@10", "single_mrr@10", "multi_recall@10", "context_hit",
-            "answer_token_f1", "answer_rougeL", "cited_sentence_share", "seconds_per_question"]
-    with_llm = any("llm" in r for r in data["rows"])
-    title = "# LLM presets" if path.stem == "llm_presets" else "# Preset ladder"
-    head = (["preset", "label"] + (["llm"] if with_llm else []) + cols + (["parse fallbacks"] if with_llm else [])
-            + ["machine"])
-    lines = [title, "", f"Last run: {describe(data['machine'])}; {data['date']}. Each row's `machine` (JSON) says where "
-             "it ran: the CPU's SIMD level below; rows without one come from an earlier session's 2-core AMD EPYC "
-             "(seconds are comparable only between rows of the same machine).", "", "A 135M LLM writes weak rewrites and answers: answer-level columns say little "
-             "about the presets with a capable LLM.", ""]
-    table = []
-    for r in [r for r in data["rows"] if r["name"] != "llm-classifier"]:
-        cells = {c: f"{r[c]:.3f}" if isinstance(r.get(c), float) else r.get(c) for c in cols}
-        cells.update({"preset": r["name"], "label": r["label"], "llm": r.get("llm", ""),
-                      "parse fallbacks": _parse_cell(r) if with_llm else None, "machine": _machine_cell(r)})
-        table.append(cells)
-    lines += md_table(table, head)
-    lines += coverage_lines(data["rows"])
-    classifier = [r for r in data["rows"] if r["name"] == "llm-classifier"]
-    if classifier:
-        lines += ["", "LLM classifier (`classifier.name = \"llm\"`), gold single = one gold document:", "",
-                  *md_table([{**r, "parse_fallbacks": r["parse_fallbacks"]["classify"]} for r in classifier],
-                            ["llm", "label", "classifier_single_accuracy", "classifier_multi_accuracy",
-                             "classifier_accuracy", "parse_fallbacks", "seconds_per_question"],
-                            head=["llm", "label", "single accuracy", "multi accuracy", "accuracy", "parse fallbacks",
-                                  "s/question"])]
-    lines += ["", "Commands:", ""]
-    for r in data["rows"]:
-        lines.append(f"- {r['name']} ({r['label']}): `{r.get('command', data.get('command'))}`")
-    lines += ["", "Seconds per question by stage:", ""]
-    for r in [r for r in data["rows"] if "seconds_per_question_by_stage" in r]:
-        lines.append(f"- {r['name']} ({r['label']}): " + ", ".join(f"{k} {v}" for k, v in
-                                                                r["seconds_per_question_by_stage"].items()))
-    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """Sampling profile of `preqrag run` with py-spy, summarised by where the time goes.
 
   python bench/profile_run.py --index IDX --questions Q.jsonl --limit 24 -o /tmp/prof \
-      [--config CFG] [--rate 50] [--out docs/bench/profile.md]
+      [--config CFG] [--rate 50] [--out docs/bench/profile.json]
 
 Runs ``py-spy record --format raw`` around the real ``preqrag run`` command (py-spy samples
 the process from outside, ~1–2 % overhead at 50 Hz), then classifies every sample by its
 Python stack: inside model inference (llama.cpp chat completion, ONNX ``session.run`` of the
 cross-encoder or embedder, sentence-transformers encode) or outside it (reranker
 tokenisation, BM25, FAISS, classification, prompt building, I/O, imports and model loading,
-other). Writes the raw stacks to ``-o`` and a Markdown table to ``--out``.
+other). Writes the raw stacks to ``-o`` and the samples per category to ``--out`` (JSON;
+docs/results/profile.md shows it: ``python bench/results.py``).
 
 py-spy needs ptrace permission (root, or ``--cap-add SYS_PTRACE`` in containers).
 """
@@ -18,11 +19,13 @@ from __future__ import annotations
 import argparse
 import collections
 import datetime
+import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
-from _common import describe, machine, md_table  # noqa: E402
+from _common import machine, placeholders  # noqa: E402
 
 # (category, is model inference, substrings any of which must occur in the stack), first match wins
 CATEGORIES = [
@@ -56,7 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--config", default=None)
     ap.add_argument("--rate", type=int, default=50)
     ap.add_argument("-o", "--workdir", required=True)
-    ap.add_argument("--out", default="docs/bench/profile.md")
+    ap.add_argument("--out", default="docs/bench/profile.json")
     ap.add_argument("--summarise-only", action="store_true", help="re-read WORKDIR/stacks.txt, do not run")
     args = ap.parse_args(argv)
     if shutil.which("py-spy") is None:
@@ -85,22 +88,26 @@ def main(argv=None) -> int:
         model[name] = is_model
     total = sum(counts.values())
     inside = sum(n for k, n in counts.items() if model[k])
-    lines = ["# Where a run spends its time (py-spy sampling profile)", "",
-             f"Command: `python bench/profile_run.py --limit {args.limit} ...` → `py-spy record -r {args.rate} -- "
-             f"{' '.join(run[1:])}`  ",
-             f"Machine: {describe(machine())}. Date: {datetime.date.today().isoformat()}. "
-             f"{total} samples of the main thread while running (idle samples excluded; {background} samples of "
-             f"background threads — mostly the progress bar's refresh thread waiting on a condition — left out).", "",
-             *md_table([{"where": name, "model inference?": "yes" if model[name] else "no", "samples": n,
-                         "share": f"{100 * n / total:.1f} %"} for name, n in counts.most_common()],
-                       ["where", "model inference?", "samples", "share"])]
-    lines += ["", f"**Inside model inference: {100 * inside / total:.1f} %; outside: "
-              f"{100 * (total - inside) / total:.1f} %** (of which start-up — imports, index and model loading — "
-              f"{100 * counts['imports and model/index loading'] / total:.1f} %, a fixed cost that a "
-              f"{args.limit}-question profile weighs far more than a 500-question run).", ""]
-    Path(args.out).write_text("\n".join(lines), encoding="utf-8")
-    print("\n".join(lines))
+    startup = counts["imports and model/index loading"]
+    data = {"command": "python bench/profile_run.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv)),
+            "profiled": f"py-spy record -r {args.rate} -- " + " ".join(placeholders(run[1:])),
+            "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "samples": total, "background_samples": background,
+            "rows": [{"where": name, "model_inference": model[name], "samples": n, "share": round(n / total, 4)}
+                     for name, n in counts.most_common()],
+            "inside_model_inference": round(inside / total, 4), "outside_model_inference": round(1 - inside / total, 4),
+            "startup_share": round(startup / total, 4), "note": note(total, background, args.limit)}
+    Path(args.out).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({k: v for k, v in data.items() if k != "machine"}, indent=1))
     return rc
+
+
+def note(total: int, background: int, limit: int) -> str:
+    """What the figures are (written into the JSON; docs/results/profile.md shows it)."""
+    return (f"{total} samples of the main thread while running (idle samples excluded; {background} samples of "
+            "background threads, mostly the progress bar's refresh thread waiting on a condition, left out); share: of "
+            "those samples. startup_share: imports, index and model loading, a fixed cost that a "
+            f"{limit}-question profile weighs far more than a 500-question run.")
 
 
 if __name__ == "__main__":

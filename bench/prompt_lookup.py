@@ -16,8 +16,8 @@ plain decoding's.
 
     python bench/prompt_lookup.py --answers ANSWERS.jsonl --n 6 [--model qwen2.5-coder-1.5b]
 
-Appends to docs/bench/prompt_lookup.json (+ .md). A number here is a measurement on the machine
-named, never an assertion.
+Appends to docs/bench/prompt_lookup.json (docs/results/prompt_lookup.md shows it). A number here is a
+measurement on the machine named, never an assertion.
 """
 
 from __future__ import annotations
@@ -29,13 +29,15 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, md_table, placeholders  # noqa: E402
+from _common import describe, machine, placeholders  # noqa: E402
 
 from preqrag.io import atomic_write_text  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "bench" / "prompt_lookup.json"
-COLUMNS = ["config", "num_pred_tokens", "n_answers", "seconds_per_answer", "vs_plain", "identical_to_plain",
-           "max_tokens", "llm", "machine"]
+NOTE = ("The answer step's prompts (default generator, bench contexts) answered greedily by llama-cpp-python, with "
+        "and without `LlamaPromptLookupDecoding` (num_pred_tokens drafted tokens); vs_plain: seconds per answer over "
+        "plain decoding's; identical_to_plain: answers equal to plain decoding's (of n_answers).")
+"""What the rows are (written into the JSON; docs/results/prompt_lookup.md shows it)."""
 
 
 def main(argv=None) -> None:
@@ -85,13 +87,8 @@ def main(argv=None) -> None:
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
     data["rows"] += rows
+    data["note"] = NOTE
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-    md = ["# Prompt-lookup decoding vs plain greedy decoding", "",
-          "Written by `bench/prompt_lookup.py` from docs/bench/prompt_lookup.json: the answer step's prompts "
-          "(default generator, bench contexts) answered greedily by llama-cpp-python, with and without "
-          "`LlamaPromptLookupDecoding`.", "", *md_table(data["rows"], COLUMNS), "", "Commands:", ""]
-    md += sorted({f"- `{r['command']}`" for r in data["rows"]})
-    atomic_write_text(out.with_suffix(".md"), "\n".join(md) + "\n")
     print(json.dumps(rows, indent=1))
 
 

@@ -1,4 +1,4 @@
-"""Issue 11: how building and serving grow with the corpus — docs/bench/scale.json + scale.md.
+"""Issue 11: how building and serving grow with the corpus — docs/bench/scale.json.
 
 For each size N (``--sizes``, passages):
 
@@ -35,7 +35,8 @@ Usage:
          --sizes 100000,1000000,5000000 --types flat,hnsw,ivf-pq --workdir /tmp/scale \\
          [--queries 200] [--seed 0] [--keep] [-o docs/bench/scale.json]
 Rows merge into an existing output by (passages, dense_index). Sizes run in the order given;
-each size's directory is removed after its rows unless ``--keep``.
+each size's directory is removed after its rows unless ``--keep``. docs/results/scale.md shows the
+JSON (``python bench/results.py``).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import describe, machine, md_table, pct, recall_vs  # noqa: E402
+from _common import machine, pct, recall_vs  # noqa: E402
 
 HERE = Path(__file__).resolve()
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -264,7 +265,7 @@ def main(argv=None) -> int:
         {"_build": child_build, "_dense": child_dense, "_serve": child_serve}[sys.argv[1]](*sys.argv[2:])
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--source", help="an index directory: its passages are resampled (required unless --markdown-only)")
+    ap.add_argument("--source", help="an index directory: its passages are resampled (required)")
     ap.add_argument("--questions", default=str(HERE.parent.parent.parent / "shared" / "liverag-bench" / "dev.jsonl"))
     ap.add_argument("--sizes", default="100000,1000000,5000000")
     ap.add_argument("--types", default="flat,hnsw,ivf-pq")
@@ -276,12 +277,7 @@ def main(argv=None) -> int:
     ap.add_argument("--reuse-corpus", action="store_true",
                     help="keep an existing WORKDIR/N/corpus.parquet (generated earlier with the same --source and --seed)")
     ap.add_argument("-o", "--out", default="docs/bench/scale.json")
-    ap.add_argument("--markdown-only", action="store_true", help="rewrite OUT's .md from OUT and stop")
     args = ap.parse_args(argv)
-    if args.markdown_only:
-        out = Path(args.out)
-        write_markdown(json.loads(out.read_text()), out.with_suffix(".md"))
-        return 0
     if not args.source:
         ap.error("--source is required")
 
@@ -355,100 +351,33 @@ def main(argv=None) -> int:
             data["rows"] = [r for r in data["rows"] if (r["passages"], r["dense_index"]) != (row["passages"], kind)]
             data["rows"].append(row)
             data["rows"].sort(key=lambda r: (r["passages"], r["dense_index"]))
+            data["note"] = note(data)
             atomic_write_text(out, json.dumps(data, indent=1) + "\n")
         if not args.keep:
             shutil.rmtree(d)
-    write_markdown(data, out.with_suffix(".md"))
     return 0
 
 
-def write_markdown(data: dict, path: Path) -> None:
-    from preqrag.io import atomic_write_text
+def note(data: dict) -> str:
+    """What the rows and sections mean (written into the JSON; docs/results/scale.md shows it)."""
+    from preqrag.config import IndexConfig
 
-    cols = ["passages", "dense_index", "build_seconds", "build_peak_rss_mb", "disk_mb", "open_seconds",
-            "serve_rss_mb", "serve_vmrss_mb", "bm25_p50_ms", "bm25_p95_ms", "bm25_b16_p50_ms", "bm25_numba_p50_ms",
-            "bm25_numba_p95_ms", "dense_p50_ms",
-            "dense_p95_ms", "dense_b16_p50_ms", "recall@10_vs_flat"]
-    rows = data["rows"]
-    lines = ["# Scale: build and serve from 100k passages up", ""]
-    if rows:
-        lines += [f"Machine of the last row: {describe(rows[-1]['machine'])} (every row's SIMD level and date in its last "
-                  f"columns; 2-core AMD EPYC machines throughout). Vectors: {rows[-1]['embedder']} (static; see the "
-                  "docstring of bench/scale.py). Commands per row in scale.json.", ""]
-    if data.get("real_encoder"):
-        r = data["real_encoder"]
-        lines += [f"Real encoder ({r['embedder']}): {r['passages_per_second']} passages/s "
-                  f"({r['passages']} passages in {r['seconds']} s; `{r['command']}`).", ""]
-    lines += md_table([{**r, "simd": r["machine"].get("simd") or "not recorded", "date": r["date"][:10]} for r in rows],
-                      cols + ["simd", "date"])
-    sweeps = [{"passages": r["passages"], "dense_index": r["dense_index"], **p}
-              for r in rows for p in r.get("nprobe_sweep") or []]
-    if sweeps:
-        lines += ["", "IVF types at other `ivf_nprobe` values (the table above: the default, 32); dense search of one "
-                  "query, recall@10 against flat on the same queries:", ""]
-        lines += md_table(sweeps, ["passages", "dense_index", "nprobe", "dense_p50_ms", "dense_p95_ms",
-                                   "recall@10_vs_flat"])
-    ef = [{"passages": r["passages"], "dense_index": r["dense_index"], **p} for r in rows for p in r.get("ef_search_sweep") or []]
-    if ef:
-        lines += ["", "HNSW at other `hnsw_ef_search` values (the table above: the default, 128); dense search of one "
-                  "query, recall@10 against flat on the same queries:", ""]
-        lines += md_table(ef, ["passages", "dense_index", "ef_search", "dense_p50_ms", "dense_p95_ms", "recall@10_vs_flat"])
-    phases = [{"passages": r["passages"], **r["build_phase_seconds"]} for r in rows if r["dense_index"] == "flat"]
-    if phases:
-        lines += ["", "Build phases of the production build (`preqrag index`, flat; seconds):", ""]
-        lines += md_table(phases, ["passages", "hash", "chunking", "bm25", "dense"])
-    for r in data.get("bm25_build_alone") or []:
-        lines += ["", f"BM25 build alone at {r['passages']} passages (final code): peak RSS {r['peak_rss_mb']} MB "
-                  f"(anonymous {r['peak_rss_anon_mb']} MB), {r['seconds']} s (`{r['command']}`)."]
-    if data.get("flat_build_alone_5m"):
-        r = data["flat_build_alone_5m"]
-        peak_5m = max(row["build_peak_rss_mb"] for row in data["rows"] if row["passages"] >= 5_000_000)
-        lines += ["", f"Flat index alone at 5M (final code, from the vector files): peak RSS {r['peak_rss_mb']} MB for a "
-                  f"{r['index_gb']} GB index, {r['seconds']} s (`{r['command']}`). The 5M rows' build_peak_rss_mb "
-                  f"({peak_5m:,.0f} MB) counts file pages the earlier code mapped for reading; docs/scale.md explains."]
-    lines += _sibling_sections(Path(path).parent)
-    atomic_write_text(path, "\n".join(lines) + "\n")
-
-
-def _sibling_sections(folder: Path) -> list[str]:
-    """Sections from the rows other bench scripts write beside scale.json: flat_peak.json
-    (bench/flat_peak.py) and ray.json (bench/ray_scale.py, plus the full bench corpus's Ray
-    build recorded from its manifest)."""
-    lines: list[str] = []
-    fp = folder / "flat_peak.json"
-    if fp.exists():
-        r = json.loads(fp.read_text())
-        lines += ["", f"Flat index from the vector files, streamed (`build_faiss`, the code `preqrag index` runs since "
-                  f"2026-11-24): {r['passages']:,} × {r['dim']} random unit vectors in {r['vector_files']:,} files of "
-                  f"{r['rows_per_file']:,} rows: peak RSS **{r['build_peak_rss_mb']:,} MB** for a "
-                  f"{r['index_bytes'] / 1e9:.2f} GB index, {r['build_seconds']} s; FAISS reads it back "
-                  f"({'ok' if r['check']['ok'] else 'FAILED'}). {describe(r['machine'])}, {r['date'][:10]} "
-                  f"(`{r['command']}`)."]
-    ray = folder / "ray.json"
-    if ray.exists():
-        d = json.loads(ray.read_text())
-        builds = [r for r in d["rows"] if r["kind"] == "build"]
-        runs = [r for r in d["rows"] if r["kind"] == "run"]
-        if builds:
-            lines += ["", "Ray builds (`preqrag index --ray`; 1 CPU per shard task; a shard's rate includes its chunking):", ""]
-            builds = [{**r, "simd": r.get("machine", {}).get("simd")} for r in builds]
-            lines += md_table(builds, ["label", "workers", "documents", "passages", "wall_s", "shard_phase_s", "merge_s",
-                                       "passages_per_s_per_worker", "worker_peak_rss_mb", "driver_peak_rss_mb", "simd"])
-        if runs:
-            lines += ["", "`run --ray` (RayExecutor; the actors share the machine's cores: overhead, not speed-up):", ""]
-            runs = [{**r, "cpus_per_worker": r.get("cpus_per_worker", 1),
-                     "threads_per_actor": r.get("threads_per_actor", "machine's cores"),
-                     "simd": r.get("machine", {}).get("simd")} for r in runs]
-            lines += md_table(runs, ["label", "workers", "cpus_per_worker", "threads_per_actor", "questions", "failed",
-                                     "actor_start_s", "wall_s", "questions_per_hour", "simd"])
-        for est in d.get("fineweb_10bt_estimate", []):
-            days = ", ".join(f"{n} workers {v} days" for n, v in est["days_for_40M_passages"].items())
-            simd = f" on {est['simd']}" if est.get("simd") else ""
-            lines += ["", f"FineWeb-10BT (~40 M passages){simd}, {est['label']}: at {est['passages_per_s_per_worker']} "
-                      f"passages/s per CPU worker, {days}."]
-        commands = [r["build_command"] for r in builds if r.get("build_command")] + d.get("commands", [])
-        lines += ["", "Commands: " + "; ".join(f"`{c}`" for c in commands) + "."]
-    return lines
+    c, rows = IndexConfig(), data["rows"]
+    text = (f"Vectors: {rows[-1]['embedder'] if rows else 'wordllama'} (static; see the docstring of bench/scale.py); "
+            "every row's machine and date in the JSON. nprobe_sweep / ef_search_sweep: the IVF / HNSW types at other "
+            f"ivf_nprobe / hnsw_ef_search values (the row itself: the defaults, {c.ivf_nprobe} / {c.hnsw_ef_search}); "
+            "dense search of one query, recall@10 against flat on the same queries. build_phase_seconds: the "
+            "production build's phases (`preqrag index`); a type other than flat is built from the flat index's "
+            "vectors, its build_seconds = the flat build minus its dense phase plus its own.")
+    r = data.get("flat_build_alone_5m")
+    big = [row["build_peak_rss_mb"] for row in rows if row["passages"] >= 5_000_000]
+    if r and big:
+        text += (f" flat_build_alone_5m: the flat index alone at 5M (final code, from the vector files); the 5M rows' "
+                 f"build_peak_rss_mb ({max(big):,.0f} MB) counts file pages the earlier code mapped for reading; "
+                 "docs/scale.md explains.")
+    if data.get("bm25_build_alone"):
+        text += " bm25_build_alone: the BM25 build alone (final code)."
+    return text
 
 
 if __name__ == "__main__":

@@ -15,11 +15,11 @@
 4. Stops the server, then runs ``preqrag run`` over the same ``--requests`` questions (a
    JSONL of the same ids and texts) with the same configuration.
 
-Reported (``--out`` JSON + Markdown beside it): answered / refused / other, p50 / p95 / max
+Reported (``--out`` JSON, rendered as docs/results/serve.md): answered / refused / other, p50 / p95 / max
 latency of answered requests, wall seconds from the first request to the last reply,
 questions/hour of the server (answered / that wall time) and of ``preqrag run`` (answered /
 its ``answers.run.json`` wall seconds, model loading excluded in both), mean micro-batch
-size, the command of each figure, the machine and the date.
+size, the command of each figure, the machine and the date; rendered as docs/results/serve.md.
 
 Run it alone on the machine: llama.cpp uses every core, so any other CPU-heavy process
 changes the figures.
@@ -42,7 +42,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from _common import describe, machine, md_table, pct  # noqa: E402
+from _common import machine, pct  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
@@ -226,49 +226,17 @@ def main(argv=None) -> int:
            "seconds_per_question": round(run_stats["wall_seconds"] / max(1, run_stats["answered"]), 3)}
 
     result = {"date": date, "machine": machine(), "questions_file": args.questions, "serve": serve, "run": run,
-              "config": load_config(args.config).model_dump(mode="json")}
+              "config": load_config(args.config).model_dump(mode="json"),
+              "note": ("Concurrent clients keep the server's queue full enough for micro-batches of up to "
+                       "run.batch_size questions, the same batched stage calls as `preqrag run`; a request's "
+                       "latency is mostly queueing (it waits for the micro-batches ahead of it). "
+                       "serve questions/hour: answered / first request to last reply; `preqrag run`: answered / "
+                       "its answering seconds (answers.run.json), model loading excluded in both.")}
     out_path = Path(args.out)
     atomic_write_text(out_path, json.dumps(result, indent=1) + "\n")
-    write_markdown(result, out_path.with_suffix(".md"))
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
     ok = not other and not lost and not duplicated and not mismatched
     return 0 if ok else 1
-
-
-def write_markdown(r: dict, path: Path) -> None:
-    s, run = r["serve"], r["run"]
-    lines = [
-        "# `preqrag serve` under load", "",
-        f"Load: `{s['load_command']}`  ",
-        f"Server: `{s['command']}`  ",
-        f"Batch run: `{run['command']}`  ",
-        f"Questions: {s['requests']} requests cycling over `{Path(r['questions_file']).name}`. "
-        f"Machine: {describe(r['machine'])}. Date: {r['date']}.", "",
-        *md_table([dict(zip(("figure", "value", "command"), cells)) for cells in (
-            ("requests answered / refused 429 / other",
-             f"{s['answered']} / {s['refused_429']} / {s['other']} of {s['requests']}", "load"),
-            ("lost / duplicated / answer for another request",
-             f"{len(s['lost'])} / {s['duplicated']} / {len(s['mismatched'])}", "load"),
-            ("server start-up to ready (imports + model loading)", f"{s['startup_seconds']} s", "server"),
-            ("latency p50 / p95 / max (answered)",
-             f"{s['latency_p50_s']} / {s['latency_p95_s']} / {s['latency_max_s']} s", "load"),
-            ("mean micro-batch size / seconds", f"{s['mean_batch_size']} / {s['mean_batch_seconds']} s", "server"),
-            (f"**serve: questions/hour** (first request to last reply, {s['wall_seconds']} s)",
-             f"**{s['questions_per_hour']}**", "load"),
-            (f"**`preqrag run`: questions/hour** (answering only, {run['wall_seconds_answering']} s; "
-             f"{run['answered']} answered, {run['failed']} failed)", f"**{run['questions_per_hour']}**", "batch run"),
-        )], ["figure", "value", "command"]),
-        "",
-        f"{s['clients']} concurrent clients keep the server's queue full enough for micro-batches of up to "
-        f"`run.batch_size` questions, the same batched stage calls as `preqrag run`. Ratio serve / run: "
-        f"{s['questions_per_hour'] / run['questions_per_hour']:.2f}. "
-        + (f"The batch run answered the first {run['answered']} of the {s['requests']} requests' questions, a "
-           "different mix of question lengths and types, so part of the gap is the questions', not the server's; "
-           if run['answered'] != s['requests'] else "")
-        + "the latency is dominated by queueing: every request waits for the micro-batches ahead of it "
-        f"({s['mean_batch_seconds']} s each).", "",
-    ]
-    atomic_write_text(path, "\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@
 4. The server's resident memory (``VmRSS`` of its process) is sampled after the first 100
    requests and at the end: a leak shows as growth (the issue's bound: within 10 %).
 
-Reported (JSON; a Markdown table beside it): requests by kind and outcome, p50/p95/max latency
+Reported (JSON; docs/results/soak.md shows it): requests by kind and outcome, p50/p95/max latency
 by kind, RSS after 100 requests and at the end and the change in %, the server's counters, the
 wall time, the command, the machine and the date. Run it alone: other CPU-heavy work changes
 the latencies (not the checks).
@@ -38,13 +38,20 @@ import threading
 import time
 from pathlib import Path
 
-from _common import machine, md_table, pct  # noqa: E402
+from _common import machine, pct  # noqa: E402
 from serve_load import _free_port, _post, wait_ready  # noqa: E402
 
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO.parent / "shared" / "liverag-bench"
+
+
+NOTE = ("outcomes by request kind: ok, refused (HTTP 429, queue full), hung_up (the client closed the connection "
+        "early, on purpose), wrong (another status, or ids lost, duplicated or out of order); latency in seconds "
+        "by kind; rss_mb: the server's VmRSS in MiB after the first 100 requests and at the end (the issue's bound: "
+        "rss_change_pct within 10 %); answers_after_run: the server still answered after the run.")
+"""What the figures mean (written into the JSON; docs/results/soak.md shows it)."""
 
 
 def rss_mb(pid: int) -> float:
@@ -206,21 +213,10 @@ def main(argv=None) -> int:
         "rss_series_mb": series,
         "server_stats": stats, "answers_after_run": alive_status == 200 and
         (alive_body or {}).get("answer", {}).get("id") == "after",
+        "note": NOTE,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
-    md = [f"# Soak run of preqrag serve ({result['date'][:10]})", "", f"Command: `{result['command']}`", "",
-          f"{result['requests']} requests from {args.clients} clients over {result['wall_s']} s "
-          f"({result['machine'].get('cpu')}, {result['machine'].get('cores')} cores).", ""]
-    f = (lambda x: "—" if x is None else f"{x:.3f}")  # noqa: E731
-    md += md_table([{**outcomes[k], "kind": key, **{c: f(result["latency"][key][c]) for c in ("p50_s", "p95_s", "max_s")}}
-                    for k, key in (("answer", "answer"), ("batch", "batch_retrieve_only"))],
-                   ["kind", "ok", "refused", "hung_up", "wrong", "p50_s", "p95_s", "max_s"],
-                   head=["kind", "ok", "refused (429)", "hung up", "wrong", "p50 s", "p95 s", "max s"])
-    md += ["", f"Server RSS: {result['rss_mb']['after_100']} MiB after 100 requests, {result['rss_mb']['end']} MiB "
-           f"at the end ({result['rss_change_pct']:+.2f} %). Queue after the run: {stats.get('queued')}. "
-           f"Answers after the run: {result['answers_after_run']}.", ""]
-    atomic_write_text(args.out.with_suffix(".md"), "\n".join(md))
     print(json.dumps({k: v for k, v in result.items() if k not in ("wrong",)}, indent=2))
     ok = (not wrong and stats.get("queued") == 0 and result["answers_after_run"]
           and abs(result["rss_change_pct"]) <= 10)

@@ -5,8 +5,8 @@ Runs ``python -m pytest -q --durations=25`` with ``CI=true`` (what ``.ci/run`` r
 current environment, alone on the machine, and appends one row to ``docs/bench/test_suite.json``:
 the wall time, pytest's counts, tests and seconds per file (from pytest's JUnit XML: setup, call
 and teardown of each test), the 25 slowest phases and the machine (CPU, cores, SIMD level).
-``docs/bench/test_suite.md`` is rewritten from the JSON (latest row first), and so is the
-generated part of ``docs/testing.md`` (the first row against the latest, per file).
+docs/results/test_suite.md shows the JSON (``python bench/results.py``); the generated part of
+``docs/testing.md`` is rewritten from it (the first row against the latest, per file).
 
     python bench/test_suite.py                  # the whole suite, one row
     python bench/test_suite.py --label before   # a name for the row (e.g. the commit measured)
@@ -33,8 +33,10 @@ from _common import describe, machine, md_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_JSON = REPO / "docs" / "bench" / "test_suite.json"
-OUT_MD = REPO / "docs" / "bench" / "test_suite.md"
 TESTING_MD = REPO / "docs" / "testing.md"
+NOTE = ("README's test command with CI=true, alone on the machine; files: tests and seconds per test file (setup, "
+        "call and teardown, from pytest's JUnit XML); slowest: pytest's 25 slowest phases.")
+"""What a row is (written into the JSON; docs/results/test_suite.md shows it)."""
 BEGIN, END = "<!-- bench/test_suite.py: begin -->", "<!-- bench/test_suite.py: end -->"
 """docs/testing.md's generated part lies between these lines (the rest of the page is prose)."""
 
@@ -55,20 +57,6 @@ def slowest(output: str) -> list[dict]:
     for m in re.finditer(r"^([0-9.]+)s (setup|call|teardown)\s+(\S+)$", output, re.M):
         rows.append({"seconds": float(m.group(1)), "phase": m.group(2), "test": m.group(3)})
     return rows
-
-
-def write_markdown(rows: list[dict]) -> None:
-    lines = ["# Test suite wall time", "",
-             "Written by `python bench/test_suite.py` from docs/bench/test_suite.json (latest row first). "
-             "README's test command with `CI=true`, alone on the machine.", ""]
-    for r in reversed(rows):
-        lines += [f"## {r['label'] or r['date']}", "",
-                  f"`{r['command']}` — **{r['wall_seconds']:.0f} s** ({r['summary']}); {describe(r['machine'])}; "
-                  f"{r['date']}", ""]
-        lines += md_table([{"file": f, **v} for f, v in r["files"].items()], ["file", "tests", "seconds"]) + [""]
-        lines += ["Slowest 25:", ""]
-        lines += md_table(r["slowest"], ["seconds", "phase", "test"]) + [""]
-    OUT_MD.write_text("\n".join(lines), encoding="utf-8")
 
 
 def write_testing_md(rows: list[dict]) -> None:
@@ -116,10 +104,10 @@ def main(argv: list[str] | None = None) -> int:
            "exit_code": proc.returncode, "wall_seconds": round(wall, 1), "summary": summary,
            "n_tests": sum(v["tests"] for v in files.values()), "files": files, "slowest": slowest(proc.stdout),
            "machine": machine()}
-    rows = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else []
-    rows.append(row)
-    OUT_JSON.write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    write_markdown(rows)
+    data = json.loads(OUT_JSON.read_text()) if OUT_JSON.exists() else {}
+    data = {"rows": data} if isinstance(data, list) else data  # a bare list of rows before the note
+    rows = data.get("rows", []) + [row]
+    OUT_JSON.write_text(json.dumps({**data, "note": NOTE, "rows": rows}, indent=1) + "\n", encoding="utf-8")
     write_testing_md(rows)
     print(f"{wall:.0f} s, {summary}: {OUT_JSON}")
     return proc.returncode

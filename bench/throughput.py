@@ -1,4 +1,4 @@
-"""Throughput of `preqrag run` (issue: throughput), written to docs/bench/throughput.json + .md.
+"""Throughput of `preqrag run` (issue: throughput), written to docs/bench/throughput.json (docs/results/throughput.md).
 
 Runs the real command ``preqrag run QUESTIONS --index IDX -o OUT [--config CFG]`` in a
 subprocess, measures its wall time from launch to exit (Python start-up, index opening
@@ -32,7 +32,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from _common import describe, machine, md_table, stage_means  # noqa: E402
+from _common import machine, stage_means  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
@@ -80,39 +80,15 @@ def main(argv=None) -> int:
         "questions_with_fallback": sum(bool(t["fallbacks"]) for t in traces),
         "predicted_multi": sum(t["classification"]["question_type"] == "multi" for t in traces),
         "config": load_config(args.config).model_dump(mode="json"),
+        "note": ("wall_seconds: launch to exit (imports, index opening and model loading included); "
+                 "startup_seconds: before the first batch; non_model_overhead_fraction: 1 - seconds inside "
+                 "model inference / wall seconds; seconds_per_question_by_stage: means over answered questions "
+                 "from the traces (a batched stage's time divided by its batch size)."),
     }
     out = Path(args.out)
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
-    write_markdown(result, out.with_suffix(".md"))
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
     return rc
-
-
-def write_markdown(r: dict, path: Path) -> None:
-    ms = r["model_seconds"]
-    wall = r["wall_seconds"]
-    lines = [
-        "# Throughput of `preqrag run`", "",
-        f"Command: `python bench/throughput.py` → `{r['command']}`  ",
-        f"Machine: {describe(r['machine'])}. Date: {r['date']}.", "",
-    ]
-    figures = [
-        ("questions answered / failed", f"{r['answered']} / {r['failed']} of {r['questions']}"),
-        ("wall time (launch to exit)", f"{wall:.0f} s ({wall / 60:.1f} min)"),
-        ("of which before the first batch (imports, opening the index; models load lazily inside the run)",
-         f"{r['startup_seconds']:.0f} s"),
-        ("**questions per hour**", f"**{r['questions_per_hour']:.0f}** (target ≥ 250)"),
-        ("seconds per question", f"{r['seconds_per_question']:.2f} (LiveRAG budget 14.4)"),
-        ("**non-model overhead**", f"**{100 * r['non_model_overhead_fraction']:.1f} %** of wall time (target < 5 %)"),
-    ] + [(f"inside {kind} inference", f"{s:.0f} s ({100 * s / wall:.1f} %), {r['model_calls'].get(kind, 0)} calls")
-         for kind, s in ms.items()]
-    lines += md_table([{"figure": f, "value": v} for f, v in figures], ["figure", "value"])
-    lines += ["", "Mean seconds per question by stage (from the traces; batch time / batch size):", ""]
-    lines += md_table([{"stage": s, "s / question": f"{v:.3f}"} for s, v in r["seconds_per_question_by_stage"].items()],
-                      ["stage", "s / question"])
-    lines += ["", f"Questions with at least one rewrite/classification fallback: {r['questions_with_fallback']}; "
-              f"predicted multi-document: {r['predicted_multi']}.", ""]
-    atomic_write_text(path, "\n".join(lines))
 
 
 if __name__ == "__main__":

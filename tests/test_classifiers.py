@@ -116,7 +116,7 @@ def test_training_is_reproducible_and_export_matches_sklearn(subset_model):
 @needs_bench
 def test_model_trained_without_smoke_generalises_to_smoke(subset_model):
     # 240 training questions only (fast), none of them in the smoke set: a weak but real
-    # out-of-sample check; the cross-validated figures are in docs/bench/classifier.md.
+    # out-of-sample check; the cross-validated figures are in docs/results/classifier.md.
     model = subset_model[1]
     rows = _rows(SMOKE)
     p = model.predict_proba([r["question"] for r in rows])
@@ -128,7 +128,7 @@ def test_model_trained_without_smoke_generalises_to_smoke(subset_model):
 def test_shipped_model_on_smoke_set():
     # The shipped model was trained on all of dev.jsonl, which contains the smoke set, so
     # this is in-sample accuracy: it checks that the bundled file loads and behaves as
-    # trained (cross-validated accuracy: ~0.81 / ~0.83, see docs/bench/classifier.md).
+    # trained (cross-validated accuracy: ~0.81 / ~0.83, see docs/results/classifier.md).
     assert BUNDLED_MODEL.exists() and BUNDLED_MODEL.stat().st_size < 5_000_000
     clf = LearnedClassifier()
     assert clf.model.metadata["n_questions"] == 6422 and clf.model.metadata["seed"] == 0

@@ -99,3 +99,24 @@ def test_results_page_keeps_the_latest_row_per_configuration_and_machine():
     # a file of one record: its figures, nested names joined by dots; records as a table
     one = res.page("one", {"command": "python bench/x.py", "setup": {"n": 3}, "by": {"a": {"f1": 0.5}, "b": {"f1": 0.25}}})
     assert "| setup.n | 3 |" in one and "| a | 0.5 |" in one and "| b | 0.25 |" in one
+
+
+def test_results_page_cuts_nothing_that_tells_rows_apart():
+    """A long label (a key field) is shown whole; rows of one configuration on other question counts
+    are both current; a settings dict shows what differs between the rows; a long note is a paragraph
+    and a row's long text is listed below the table: no cell is cut to '…'."""
+    res = _results_module()
+    label = "full bench corpus (85,899 passages) / dev sample of 500 (seed 0), cross-encoder pair by pair"
+    base = {"pipeline": "hybrid", "reranker": {"depth": 30, "model": "minilm"}, "llm": {"model": "qwen"}}
+    rows = [{"name": "hybrid", "label": label, "n_questions": 30, "config": base, "hit@10": 0.9},
+            {"name": "hybrid", "label": label, "n_questions": 200, "config": base, "hit@10": 0.8},
+            {"name": "hybrid", "label": label + ", depth 20", "n_questions": 200, "hit@10": 0.7,
+             "config": {**base, "reranker": {"depth": 20, "model": "minilm"}},
+             "remark": "measured while another benchmark ran on the same two cores: seconds are upper bounds"}]
+    note = "What the rows mean, in a sentence long enough that no table cell could hold it without cutting it short."
+    text = res.page("demo", {"rows": rows, "note": note})
+    assert "…" not in text and "## Current rows (3 of 3)" in text
+    assert f"| {label} |" in text and f"| {label}, depth 20 |" in text
+    assert "| reranker: (depth=30) |" in text and "| reranker: (depth=20) |" in text
+    assert f"## note\n\n{note}\n" in text
+    assert "(below)" in text and "- #3, `remark`: measured while another benchmark ran" in text

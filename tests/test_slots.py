@@ -113,3 +113,30 @@ def test_a_programming_error_surfaces_without_retries():
     with pytest.raises(TypeError, match="cannot rerank"):
         p.prepare([Question(id=1, question="good"), Question(id=2, question="bad")])
     assert len(sparse.calls) == 1  # not retried question by question
+
+
+def test_cross_encoder_cap_per_document_reaches_further_down_the_ranking():
+    """``[reranker] max_per_document``: the depth candidates hold at most that many passages of
+    one document, so more documents reach the cross-encoder for the same number of pairs."""
+    from preqrag.rerankers.steps import CrossEncoderStep
+
+    scored: list[list[str]] = []
+
+    class ByLength:  # a fake cross-encoder: longer passage text scores higher
+        def score(self, pairs):
+            scored.append([p for _, p in pairs])
+            return [float(len(p)) for _, p in pairs]
+
+    ids = ["a#1", "a#2", "a#3", "b#1", "a#4", "c#1", "b#2", "d#1"]
+    ranking = Ranking(ids=ids, scores=[float(-i) for i in range(len(ids))])
+    text = {pid: "x" * (i + 1) for i, pid in enumerate(ids)}.__getitem__
+    plain = CrossEncoderStep(ByLength(), depth=4)
+    assert plain.head(ids) == ["a#1", "a#2", "a#3", "b#1"]
+    capped = CrossEncoderStep(ByLength(), depth=4, max_per_document=1)
+    assert capped.head(ids) == ["a#1", "b#1", "c#1", "d#1"]
+    assert CrossEncoderStep(ByLength(), depth=5, max_per_document=2).head(ids) == ["a#1", "a#2", "b#1", "c#1", "b#2"]
+    out = capped.rerank(["q"], [ranking], text)
+    assert scored[-1] == [text(p) for p in ["a#1", "b#1", "c#1", "d#1"]]  # only the capped head is scored
+    assert out[0].ids == ["d#1", "c#1", "b#1", "a#1"]  # best (longest text) first
+    cfg = load_config(None, {"reranker": {"max_per_document": 2}})
+    assert cfg.reranker.max_per_document == 2 and load_config(None).reranker.max_per_document is None

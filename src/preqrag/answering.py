@@ -131,7 +131,7 @@ def degenerate(answer: str) -> str | None:
 RESTATED = 0.8
 """Word-set Jaccard between an answer and its question from which the answer only restates the
 question ("Yes, exercise and gut health can improve mood."): measured on 200 dev questions with
-Qwen2.5-Coder-1.5B, 7 of 200 default answers were such restatements (docs/bench/answers.md)."""
+Qwen2.5-Coder-1.5B, 7 of 200 default answers were such restatements (docs/results/answers.md)."""
 
 EXPLAIN_RESTATED = ("Explain briefly, using only the context: give the facts that support your answer, "
                     "in 1-3 sentences.")

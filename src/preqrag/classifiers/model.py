@@ -1,7 +1,7 @@
 """The shipped single/multi-document question model: file format and CPU inference.
 
 The model is a logistic regression over three feature blocks (chosen by 5-fold
-cross-validation on ``liverag-bench/dev.jsonl``, see ``docs/bench/classifier.md``):
+cross-validation on ``liverag-bench/dev.jsonl``, see ``docs/results/classifier.md``):
 
 * ``word``: TF-IDF of word 1-2-grams (scikit-learn ``TfidfVectorizer``, sublinear tf);
 * ``char``: TF-IDF of character 2-5-grams inside word boundaries (``analyzer="char_wb"``);

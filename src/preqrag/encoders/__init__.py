@@ -15,7 +15,7 @@ from ..stages import Encoder
 
 ONNX_BY_DEFAULT = frozenset({"sentence-transformers/all-MiniLM-L6-v2"})
 """Models that ``[embedder] backend = "auto"`` runs as an ONNX int8 export on a CPU: those measured
-to keep their vectors (mean cosine >= 0.99 with torch float32; docs/bench/encoder_speed.md)."""
+to keep their vectors (mean cosine >= 0.99 with torch float32; docs/results/encoder_speed.md)."""
 
 
 def choose_backend(cfg: EmbedderConfig, model) -> str:

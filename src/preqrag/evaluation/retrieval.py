@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..records import Question, Trace
+from ..records import Question, Trace, doc_of
 from ..fusion.interleave import interleave_ids
 
 STAGES: tuple[str, ...] = ("sparse", "dense", "merged", "reranked", "final", "context")
@@ -68,14 +68,6 @@ NONE_VALUE = "none"
 
 
 # ---------------------------------------------------------------------------- mapping
-
-def doc_of(passage_id: str) -> str:
-    """Document id of a passage id ``"{doc_id}#{position}"`` (doc ids never contain ``#``).
-
-    An id without ``#`` is returned unchanged (it is taken to be a document id).
-    """
-    return passage_id.rsplit("#", 1)[0] if "#" in passage_id else passage_id
-
 
 def docs_in_order(passage_ids: Iterable[str]) -> list[str]:
     """Map passage ids to document ids in rank order, keeping each document's first occurrence."""

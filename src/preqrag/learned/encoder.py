@@ -41,7 +41,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..io import atomic_write_text
-from ..records import Question, Trace
+from ..records import Question, Trace, doc_of
 from .guard import ENCODER_RECORD
 from .ranker import question_sha256
 from .train import collect_traces, gold_docs
@@ -72,10 +72,6 @@ class EncoderParams:
     checkpoint_every: int = 100
     seed: int = 0
     threads: int = 2
-
-
-def _doc_of(pid: str) -> str:
-    return pid.rsplit("#", 1)[0] if "#" in pid else pid
 
 
 def _ranked_passages(trace: Trace) -> list[str]:
@@ -109,9 +105,9 @@ def mine_pairs(questions: Sequence[Question], traces: dict[str, Trace], first_pa
     for q in questions:
         gold = gold_docs(q)
         ranked = _ranked_passages(traces[q.key])
-        negatives = [p for p in ranked if _doc_of(p) not in set(gold)][:hard_negatives]
+        negatives = [p for p in ranked if doc_of(p) not in set(gold)][:hard_negatives]
         for d in gold:
-            pos = next((p for p in ranked if _doc_of(p) == d), first_passage.get(d))
+            pos = next((p for p in ranked if doc_of(p) == d), first_passage.get(d))
             if pos is None:
                 continue
             out.append({"qid": q.key, "doc_id": d, "positive": pos, "negatives": list(negatives)})
@@ -188,7 +184,7 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
                                 if progress else None)
     first: dict[str, str] = {}
     for pid in pipeline.index.passage_ids:
-        first.setdefault(_doc_of(pid), pid)
+        first.setdefault(doc_of(pid), pid)
     pairs = mine_pairs(questions, traces, first, params.hard_negatives)
     if not pairs:
         raise ValueError("no (question, gold passage) pair: are the gold documents in the index?")

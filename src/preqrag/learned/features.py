@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..fusion.interleave import interleave
-from ..records import Classification, Ranking
+from ..records import Classification, Ranking, doc_of
 
 SCORED_LISTS: tuple[str, ...] = ("sparse", "dense", "reranked")
 """Trace keys whose scores are meaningful (BM25, cosine, cross-encoder logit)."""
@@ -70,9 +70,6 @@ FEATURE_NAMES: tuple[str, ...] = _names()
 """Feature columns, in matrix order (see the module docstring)."""
 
 
-def doc_of(passage_id: str) -> str:
-    """Document id of ``"{doc_id}#{position}"`` (as :func:`preqrag.evaluation.retrieval.doc_of`)."""
-    return passage_id.rsplit("#", 1)[0] if "#" in passage_id else passage_id
 
 
 @dataclass

@@ -10,7 +10,7 @@ from ..stages import Reranker
 ONNX_BATCH_SIZE = 1
 """``[reranker] batch_size`` unset, ONNX cross-encoder: each pair alone on every thread
 (:class:`~.onnx.OnnxCrossEncoder`; measured faster than padded batches on 2 cores,
-docs/bench/rerank_speed.md)."""
+docs/results/rerank_speed.md)."""
 
 TORCH_BATCH_SIZE = 16
 """``[reranker] batch_size`` unset, sentence-transformers cross-encoder (torch, CPU or GPU)."""

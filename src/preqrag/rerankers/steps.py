@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..components import Context, register
-from ..records import Ranking
+from ..records import Ranking, doc_of
 from ..stages import Reranker
 
 
@@ -28,15 +28,35 @@ class CrossEncoderStep:
         reranker: the cross-encoder (:func:`preqrag.rerankers.load_reranker`).
         depth: candidates reranked per ranking (``reranker.depth``, default 30: a measured
             trade-off, docs/models.md; the paper reranks the whole merged set).
+        max_per_document: at most this many passages of one document among the ``depth``
+            candidates (``reranker.max_per_document``; None: no cap): a document's further
+            passages are skipped and the head reaches further down the ranking.
     """
 
     name = "cross-encoder"
     stage = "rerank"
     trace_key = "reranked"
 
-    def __init__(self, reranker: Reranker, depth: int):
+    def __init__(self, reranker: Reranker, depth: int, max_per_document: int | None = None):
         self.reranker = reranker
         self.depth = depth
+        self.max_per_document = max_per_document
+
+    def head(self, ids: list[str]) -> list[str]:
+        """The candidates of one ranking: its first ``depth`` ids, at most ``max_per_document``
+        of one document, in ranking order."""
+        if self.max_per_document is None:
+            return ids[:self.depth]
+        out: list[str] = []
+        per_doc: dict[str, int] = {}
+        for pid in ids:
+            d = doc_of(pid)
+            if per_doc.get(d, 0) < self.max_per_document:
+                per_doc[d] = per_doc.get(d, 0) + 1
+                out.append(pid)
+                if len(out) == self.depth:
+                    break
+        return out
 
     def warm_up(self) -> None:
         fn = getattr(self.reranker, "warm_up", None)
@@ -47,15 +67,15 @@ class CrossEncoderStep:
                text_of: Callable[[str], str]) -> list[Ranking]:
         pair_index: dict[tuple[str, str], int] = {}
         pairs: list[tuple[str, str]] = []
-        for q, r in zip(queries, rankings):
-            for pid in r.ids[:self.depth]:
+        heads = [self.head(r.ids) for r in rankings]
+        for q, head in zip(queries, heads):
+            for pid in head:
                 if (q, pid) not in pair_index:
                     pair_index[(q, pid)] = len(pairs)
                     pairs.append((q, text_of(pid)))
         scores = self.reranker.score(pairs) if pairs else np.zeros(0, dtype=np.float32)
         out = []
-        for q, r in zip(queries, rankings):
-            head = r.ids[:self.depth]
+        for q, head in zip(queries, heads):
             s = [float(scores[pair_index[(q, pid)]]) for pid in head]
             order = sorted(range(len(head)), key=lambda i: -s[i])
             out.append(Ranking(ids=[head[i] for i in order], scores=[s[i] for i in order]))
@@ -69,4 +89,5 @@ def _cross_encoder(ctx: Context) -> CrossEncoderStep | None:
     from . import shared_reranker
 
     reranker = shared_reranker(ctx)
-    return None if reranker is None else CrossEncoderStep(reranker, ctx.cfg.reranker.depth)
+    cfg = ctx.cfg.reranker
+    return None if reranker is None else CrossEncoderStep(reranker, cfg.depth, cfg.max_per_document)

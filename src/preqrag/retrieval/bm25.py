@@ -248,7 +248,7 @@ def _write_scores(out_tmp: Path, work: Path, model, df: np.ndarray, indptr: np.n
 
 AUTO_NUMBA_PASSAGES = 1_000_000
 """``bm25_backend = "auto"`` picks numba from this many passages up (issue 24: BM25 p50 <= 100 ms
-at 5M passages; numpy measured 156 ms there, numba 16 ms, docs/bench/scale.md). Below it numpy's
+at 5M passages; numpy measured 156 ms there, numba 16 ms, docs/results/scale.md). Below it numpy's
 queries take a few ms (4.1 ms p50 at 100k) and numba's one-time compilation (7-23 s) would
 not pay."""
 
@@ -279,7 +279,7 @@ class BM25Retriever:
             figures in docs/ were measured with it), ``"auto"`` (:func:`resolve_backend`; the
             ``[index]`` default) or ``"numba"`` (JIT-compiled scoring and top-k selection;
             ``[index] bm25_backend``). Same scores; passages with equal scores may come in another
-            order. Measured by bench/scale.py (docs/bench/scale.md): p50 156 → 16 ms per query at
+            order. Measured by bench/scale.py (docs/results/scale.md): p50 156 → 16 ms per query at
             5M passages, 4.1 → 0.36 ms at 100k, after a one-time compilation of 7–23 s.
 
     Raises (at the first search):

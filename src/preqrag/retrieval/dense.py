@@ -184,7 +184,7 @@ def write_flat_index(sources: Sequence, path: str | Path, dim: int, n: int, base
     prefix, ``base``, the flat index as above, the suffix — byte-identical to ``faiss.write_index``
     of ``IndexRefineFlat(base)`` with the same vectors added, at the memory of ``base`` plus one
     shard where FAISS's ``add`` would grow the float32 copy by reallocation (2.65 GB build peak at
-    1M × 256-d, docs/bench/scale.md)."""
+    1M × 256-d, docs/results/scale.md)."""
     import faiss
 
     path = Path(path)

@@ -36,7 +36,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ..io import atomic_write_text, iter_json_lines, read_jsonl_tolerant, sidecar
-from ..records import LiveRAGAnswer, Trace
+from ..records import LiveRAGAnswer, Trace, doc_of
 from .formats import REFERENCE_LIMIT, RESPONSE_LIMIT, TREC_FORMATS, Rag24Answer, Rag25Answer, response_length
 from .validate import Problem, model_problems
 
@@ -146,7 +146,7 @@ def _as_documents(context_ids: list[str], sentences: list[tuple[str, list[int]]]
     where: dict[str, int] = {}
     of_passage = []
     for pid in context_ids:
-        doc = pid.rsplit("#", 1)[0]
+        doc = doc_of(pid)
         if doc not in where:
             where[doc] = len(docs)
             docs.append(doc)
