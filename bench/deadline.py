@@ -1,5 +1,5 @@
 """Challenge-day deadlines (issue 13): `preqrag run --deadline D` on a question file, and what each
-degradation level costs in retrieval quality. Writes docs/bench/deadline.json and deadline.md.
+degradation level costs in retrieval quality. Writes docs/bench/deadline.json (docs/results/deadline.md).
 
 Two parts:
 
@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import describe, final_retrieval_columns, machine, md_table  # noqa: E402
+from _common import final_retrieval_columns, machine  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.deadline import level_pipelines, parse_deadline  # noqa: E402
@@ -163,46 +163,21 @@ def main(argv=None) -> int:
         rows = level_rows(args, qlabel)
         data["levels"] = [r for r in data.get("levels", []) if r["label"] != qlabel] + rows
         _save(data, out, command)
-    write_markdown(data, out.with_suffix(".md"))
     return 0
 
 
 def _save(data: dict, out: Path, command: str) -> None:
     data.update({"machine": machine(),
                  "date": _utc_now(),
-                 "command": command})
+                 "command": command,
+                 "note": ("Each run starts from a fresh output; model loading counts against the deadline. "
+                          "levels: questions answered per degradation level (0 full, 1 no LLM rewriting, 2 rerank "
+                          "depth cut, 3 shorter context, 4 extractive, no LLM); fallbacks: answers made extractive "
+                          "after an LLM call hit the batch's cut-off or failed. Level rows: the final ranking at "
+                          "document level (ranx); context hit: a gold document among the passages the answer is "
+                          "written from (multi-doc: share of gold documents).")})
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
-
-
-def write_markdown(data: dict, path: Path) -> None:
-    fmt = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
-    lines = ["# Challenge-day deadlines: `preqrag run --deadline`", "",
-             f"Machine: {describe(data['machine'])}. Date: {data['date']} (each run's own date in its row: "
-             "rows from different days ran on different instances of this machine type).", "",
-             f"Command (last): `{data['command']}`", "",
-             "Each run starts from a fresh output; model loading counts against the deadline. `levels`: questions "
-             "answered per degradation level (0 full, 1 no LLM rewriting, 2 rerank depth cut, 3 shorter context, "
-             "4 extractive, no LLM); `fallbacks`: answers made extractive after an LLM call hit the batch's "
-             "cut-off or failed.", ""]
-    runs = [{"questions": r["questions"], "deadline": r["deadline"], "deadline_s": f"{r['deadline_s']:.0f}",
-             "wall_s": f"{r['wall_s']:.0f}", "answered": r["answered"],
-             "in time": "yes" if r["finished_before_deadline"] else "NO",
-             "levels (0/1/2/3/4)": "/".join(str(r["levels"].get(str(i), 0)) for i in range(len(r["level_names"]))),
-             "fallbacks": r["fallbacks"], "date": r.get("date", "–")} for r in data.get("rows", [])]
-    lines += md_table(runs, ["questions", "deadline", "deadline_s", "wall_s", "answered", "in time",
-                             "levels (0/1/2/3/4)", "fallbacks", "date"])
-    if data.get("levels"):
-        lines += ["", "## What each level costs (retrieval, no generation)", "",
-                  "Final ranking at document level (ranx); context hit: a gold document among the passages the "
-                  "answer is written from (multi-doc: share of gold documents).", ""]
-        levels = [{"sample": r["label"], "level": f"{r['level']} {r['name']}", "single hit@1": fmt(r["single_hit@1"]),
-                   "single hit@10": fmt(r["single_hit@10"]), "multi recall@10": fmt(r["multi_recall@10"]),
-                   "context hit (k)": f"{fmt(r['context_hit'])} ({r['context_top_k']})",
-                   "retrieval s/question": f"{r['retrieval_seconds_per_question']:.3f}"} for r in data["levels"]]
-        lines += md_table(levels, ["sample", "level", "single hit@1", "single hit@10", "multi recall@10",
-                                   "context hit (k)", "retrieval s/question"])
-    atomic_write_text(path, "\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

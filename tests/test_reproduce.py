@@ -1,5 +1,7 @@
-"""bench/reproduce.py --quick: README's figure steps run on a small corpus, every row's inputs
-pinned by content hashes, and the README presets table rewritten from the rows."""
+"""bench/reproduce.py --quick: a README figure step (the presets' retrieval rows) runs on a small
+corpus, every row's inputs pinned by content hashes, and the README presets table rewritten from
+the rows. The LLM steps (answers, throughput) wrap bench/answers.py and bench/throughput.py the same
+way and are left out: no LLM step is under test here."""
 
 from __future__ import annotations
 
@@ -33,13 +35,12 @@ def test_quick_reproduction_pins_its_inputs_and_rewrites_the_readme_table(tmp_pa
     r = subprocess.run([sys.executable, "bench/reproduce.py", "--quick", "--work", str(work),
                         "--index", str(small_index), "--corpus", str(corpus), "--questions", str(qpath),
                         "--session-questions", str(qpath), "--sample", str(len(questions)),
-                        "--head", str(len(questions)), "--steps", "retrieval,answers", "--config", str(cfg),
-                        "--answer-set", "generator.max_new_tokens=16", "--answer-set", "generator.sentence_scorer=words",
+                        "--head", str(len(questions)), "--steps", "retrieval", "--config", str(cfg),
                         "--readme", str(readme)],
                        cwd=ROOT, capture_output=True, text=True, timeout=600, env=os.environ.copy())
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     rows = {row["name"]: row for row in json.loads((work / "reproduce.json").read_text())["rows"]}
-    assert set(rows) == {"retrieval: hybrid", "answers"}
+    assert set(rows) == {"retrieval: hybrid"}  # no LLM step is under test here: answers/throughput not run
     config_sha = hashlib.sha256(json.dumps(load_config(cfg).model_dump(mode="json"), sort_keys=True)
                                 .encode()).hexdigest()
     for row in rows.values():  # inputs are the files' content hashes, not placeholders
@@ -53,9 +54,6 @@ def test_quick_reproduction_pins_its_inputs_and_rewrites_the_readme_table(tmp_pa
     for col in ("single_hit@10", "multi_recall@10", "single_mrr@10"):
         assert 0.0 <= ret[col] <= 1.0
     assert ret["single_hit@10"] > 0  # the gold documents are in this corpus
-    ans = rows["answers"]
-    assert ans["n_questions"] == len(questions) and 0.0 <= ans["answer_token_f1"] <= 1.0
-    assert ans["llm"] == load_config(None).llm.model  # the tests' LLM ($PREQRAG_LLM_MODEL)
     text = readme.read_text()
     assert text.startswith("intro\n") and text.endswith("after\n")
     assert (f"| `hybrid` (default) | BM25 + dense, union, cross-encoder | {ret['single_hit@10']:.3f} | "
