@@ -19,9 +19,10 @@ Two parts, both on this machine in one run, written to docs/bench/batching.json 
    sequential setting (``[llm] n_parallel = 1``, ``[run] batch_size = 8``: the defaults before)
    and once with the shipped defaults; ``speedup`` = batched q/h / sequential q/h.
 
-xllamacpp (llama.cpp's server in-process) was not measured: it is built for AVX2 without run-time
-CPU dispatch, so it cannot use this machine's AVX-512 kernels, and it would load a second copy of
-ggml beside llama-cpp-python's.
+xllamacpp (llama.cpp's server in-process, ``pip install xllamacpp``) is measured with
+``--xllamacpp-python PY``: bench/xllamacpp_engine.py in a separate environment (its wheel carries
+its own ggml, built for AVX2 without run-time CPU dispatch, which must not share a process with
+llama-cpp-python's portable build), on the same prompts, as extra engine rows.
 
     python bench/batching.py --index IDX \\
         --questions ../shared/liverag-bench/liverag_lcd_session1.jsonl --limit 100 --work WORK
@@ -82,6 +83,26 @@ def engine_rows(model: str, dev: Path, parallels: list[int], decode_tokens: int)
     return rows
 
 
+def xllamacpp_rows(python: str, model: str, dev: Path, parallels: list[int], decode_tokens: int,
+                   work: Path) -> list[dict]:
+    """bench/xllamacpp_engine.py in ``python`` (a separate environment with ``pip install xllamacpp``:
+    its own ggml must not share a process with llama-cpp-python's) on the same answer-sized prompts."""
+    import subprocess
+
+    from preqrag.registry import resolve
+
+    prompts = work / "xllamacpp_prompts.json"
+    prompts.write_text(json.dumps(_prompts(dev, 2 * max(parallels + [8]) + 2)))
+    cmd = [python, str(Path(__file__).with_name("xllamacpp_engine.py")), "--prompts", str(prompts),
+           "--model", str(resolve(model).location), "--parallel", ",".join(map(str, parallels)),
+           "--decode-tokens", str(decode_tokens)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    for r in rows:
+        print(json.dumps(r), flush=True)
+    return rows
+
+
 def run_rows(index: str, questions: str, limit: int, work: Path, parallels: list[int]) -> list[dict]:
     """``preqrag run`` over the first ``limit`` questions once per setting: ``n_parallel = 1`` with
     ``[run] batch_size = 8`` (the sequential path, the defaults before batching), then each P of
@@ -133,6 +154,9 @@ def main(argv=None) -> int:
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--work", required=True, help="run answers and per-setting JSON (a rerun resumes)")
     ap.add_argument("--skip-run", action="store_true", help="engine rows only")
+    ap.add_argument("--xllamacpp-python", default=None, help=(
+        "the Python of a separate environment with `pip install xllamacpp`: its engine rows are measured too"))
+    ap.add_argument("--xllamacpp-parallel", default="1,2,4,8")
     ap.add_argument("--engine-from", default=None, help="take the engine rows (and their date) from this "
                     "earlier output of the script, on the same machine, instead of measuring them again")
     ap.add_argument("--out", default="docs/bench/batching.json")
@@ -145,6 +169,9 @@ def main(argv=None) -> int:
     else:
         engine = engine_rows(args.model, Path(args.dev), [int(x) for x in args.parallel.split(",")],
                              args.decode_tokens)
+        if args.xllamacpp_python:
+            engine += xllamacpp_rows(args.xllamacpp_python, args.model, Path(args.dev),
+                                     [int(x) for x in args.xllamacpp_parallel.split(",")], args.decode_tokens, work)
     runs = [] if args.skip_run else run_rows(args.index, args.questions, args.limit, work,
                                                [int(x) for x in args.run_parallel.split(",")])
     result = {"model": args.model, "engine": engine, "run": runs, "machine": machine(), "date": date,
