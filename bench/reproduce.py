@@ -40,6 +40,7 @@ import argparse
 import datetime
 import hashlib
 import json
+import os
 import resource
 import shutil
 import subprocess
@@ -86,10 +87,8 @@ def config_sha256(config: str | None) -> str:
 def _rel(p) -> str:
     """A path as the command line should show it: relative to the repository when inside it."""
     p = Path(p).resolve()
-    try:
-        return str(p.relative_to(ROOT))
-    except ValueError:
-        return str(p)
+    rel = os.path.relpath(p, ROOT)
+    return rel if not rel.startswith("../..") else str(p)  # ../shared/... beside the repository, else absolute
 
 
 def run(cmd: list[str]) -> float:
