@@ -69,6 +69,7 @@ from _common import machine  # noqa: E402
 
 from preqrag.citations import DEFAULT_THRESHOLD, Attributor, load_attributor, split_sentences  # noqa: E402
 from preqrag.io import atomic_write_text  # noqa: E402
+from preqrag.records import doc_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT.parent / "shared" / "liverag-bench"
@@ -81,11 +82,6 @@ CAL_DEPTH = 12
 
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def doc_of(passage_id: str) -> str:
-    """``"<doc id>#<n>"`` → ``"<doc id>"``."""
-    return passage_id.rsplit("#", 1)[0]
 
 
 def score_citations(items: list[tuple[list[list[str]], list[str]]]) -> dict:

@@ -99,6 +99,11 @@ def run(cmd: list[str]) -> float:
     return round(time.perf_counter() - t, 2)
 
 
+def _shown(cmd: list[str]) -> str:
+    """The command line as recorded in a row: ``python`` for this interpreter."""
+    return " ".join(["python", *cmd[1:]])
+
+
 def _config_args(config: str | None) -> list[str]:
     return ["--config", _rel(config)] if config else []
 
@@ -133,7 +138,7 @@ def step_retrieval(a, idx: Path, work: Path) -> list[dict]:
     rows = [r for r in json.loads(out.read_text())["rows"] if r.get("label") == "reproduce"]
     return [{"name": f"retrieval: {r['name']}", "preset": r["name"], "llm": r.get("llm"),
              "n_questions": r.get("n_questions"), **{c: r.get(c) for c in RETRIEVAL_COLUMNS},
-             "command": " ".join(["python", *cmd[1:]])} for r in rows]
+             "command": _shown(cmd)} for r in rows]
 
 
 def step_answers(a, idx: Path, work: Path) -> list[dict]:
@@ -150,7 +155,7 @@ def step_answers(a, idx: Path, work: Path) -> list[dict]:
     run(c2)
     row = next(r for r in json.loads(out.read_text())["rows"] if r.get("label") == "reproduce")
     return [{"name": "answers", "llm": row.get("llm"), **{c: row.get(c) for c in ANSWER_COLUMNS},
-             "command": " ".join(["python", *c1[1:]]) + " && " + " ".join(["python", *c2[1:]])}]
+             "command": _shown(c1) + " && " + _shown(c2)}]
 
 
 def step_throughput(a, idx: Path, work: Path) -> list[dict]:
@@ -168,7 +173,7 @@ def step_throughput(a, idx: Path, work: Path) -> list[dict]:
     return [{"name": "throughput", "n_questions": row.get("answered"), "wall_seconds": row.get("wall_seconds"),
              "questions_per_hour": row.get("questions_per_hour"),
              "seconds_per_question": round(sum(stages.values()), 3) if stages else None,
-             "command": " ".join(["python", *cmd[1:]])}]
+             "command": _shown(cmd)}]
 
 
 def readme_table(rows: list[dict], what: dict[str, str] | None = None) -> list[str]:

@@ -277,9 +277,12 @@ def _dict_column(rows: list[dict], col: str) -> tuple[list[str] | None, str]:
     paths = list(dict.fromkeys(p for x in dicts for p in x))
     same = [p for p in paths if all(p in x for x in dicts) and all(_same(x[p], dicts[0][p]) for x in dicts)]
     differ = [p for p in paths if p not in same]
-    shown = differ
-    cells = [cell(_nest({p: x[p] for p in shown if p in x})) if x is not None else cell(r.get(col))
-             for x, r in zip(leaves, rows)]
+
+    def cells_of(shown: list[str]) -> list[str]:
+        return [cell(_nest({p: x[p] for p in shown if p in x})) if x is not None else cell(r.get(col))
+                for x, r in zip(leaves, rows)]
+
+    cells = cells_of(differ)
     note = ""
     if col not in KEY_FIELDS and any(len(c) > MAX_CELL for c in cells):
         return None, f"`{col}` (a dict per row, too long for the table) is in the JSON."
@@ -291,8 +294,7 @@ def _dict_column(rows: list[dict], col: str) -> tuple[list[str] | None, str]:
                 groups.setdefault(json.dumps([r.get(k) for k in others], sort_keys=True), []).append(x)
         shown = [p for p in differ if any(len({json.dumps(x.get(p), sort_keys=True) for x in g}) > 1
                                           for g in groups.values())]
-        cells = [cell(_nest({p: x[p] for p in shown if p in x})) if x is not None else cell(r.get(col))
-                 for x, r in zip(leaves, rows)]
+        cells = cells_of(shown)
         note = (f"`{col}`: a cell shows what tells its row apart from the rows equal in "
                 f"{', '.join(f'`{k}`' for k in others)}" + (f" ({', '.join(shown)})" if shown else " (nothing)")
                 + f"; {len(differ)} settings differ between the rows and {len(same)} are alike (see the JSON).")

@@ -70,8 +70,6 @@ FEATURE_NAMES: tuple[str, ...] = _names()
 """Feature columns, in matrix order (see the module docstring)."""
 
 
-
-
 @dataclass
 class Candidates:
     """The candidate documents of one question and their features.
