@@ -5,12 +5,13 @@ questions of ``--questions`` (a file with reference ``answer``s) with a configur
 ``pipeline = "NAME"``; then, per row:
 
 * ``answer_token_f1``: SQuAD token F1 against the reference answers (bench/presets.py);
+* ``answer_rougeL``: ROUGE-L F-measure against them (``rouge_score``, stemmed, as bench/presets.py);
 * ``degenerate_share``: answers :func:`preqrag.answering.degenerate` flags;
 * ``copied_sentence_share``: answer sentences (:func:`preqrag.text.split_sentences`) holding
   :data:`preqrag.answering.COPY_WORDS` (12) consecutive words of one of the answer's passages
   (:func:`preqrag.answering.copied_sentences`), over all answer sentences;
-* ``cited_sentence_share``: answer sentences with a citation, for generators that cite (``cir``,
-  ``ginger``: ``Trace.citations``), else null;
+* ``cited_sentence_share``: of the sentences a citing generator reports (``cir``, ``ginger``:
+  ``Trace.citations``, one entry per sentence it wrote), the share citing a passage, else null;
 * ``llm_seconds_per_question`` and ``llm_calls_per_question`` (``answers.run.json``: seconds inside
   llama.cpp and batched calls), ``seconds_per_question`` (wall seconds of the command, model loading
   included, / answered).
@@ -20,6 +21,9 @@ Rows are merged into ``--out`` by label (``preset`` + ``--label-suffix``) with t
 
     python bench/preset_answers.py --index IDX --questions ../shared/liverag-bench/smoke.jsonl \\
         --limit 12 --preset hybrid --preset cir --work WORK
+
+``--sample 500 --head 200`` takes the ladder's fixed-seed dev sample (seed 0, as bench/presets.py)
+and its first 200 questions (``--limit`` then cuts it further), written to ``WORK/questions.jsonl``.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import random
 import subprocess
 import sys
 import time
@@ -40,10 +45,12 @@ from preqrag.io import atomic_write_text
 from preqrag.text import split_sentences
 
 
-NOTE = ("Token F1 against the reference answers; copied: answer sentences holding 12 consecutive words of a passage; "
-        "cited: sentences with a citation (generators that cite). Seconds: wall time of `preqrag run` (model loading "
-        "included) per answered question; the row's command is the `preqrag run` measured (script: the bench "
-        "command that ran it).")
+NOTE = ("Token F1 and ROUGE-L against the reference answers; copied: answer sentences holding 12 consecutive words "
+        "of a passage; cited: of the sentences a citing generator reports (cir, ginger), the share citing a passage. "
+        "LLM calls: batched calls (one call decodes many requests together), per question. Seconds: wall time of "
+        "`preqrag run` (model loading included) per answered question; the row's command is the `preqrag run` "
+        "measured (script: the bench command that ran it). Rows are comparable only on the same machine and "
+        "questions.")
 """What the columns mean (written into the JSON; docs/results/preset_answers.md shows it)."""
 
 
@@ -58,30 +65,44 @@ def measure(preset: str, index: str, questions: str, limit: int, work: Path, ext
     t0 = time.perf_counter()
     rc = subprocess.run(cmd).returncode
     wall = time.perf_counter() - t0
+    return {"preset": preset, "exit_code": rc, **score(out, questions),
+            "seconds_per_question": round(wall / max(1, _answered(out)), 2), "command": " ".join(placeholders(cmd))}
+
+
+def _answered(out: Path) -> int:
+    return sum(1 for x in out.read_text().splitlines() if x.strip()) if out.exists() else 0
+
+
+def score(out: Path, questions: str) -> dict:
+    """The quality and LLM-cost columns of one ``preqrag run`` output (``out`` = its answers file)."""
     refs = {str(q["id"]): q.get("answer", "") for q in map(json.loads, Path(questions).read_text().splitlines())}
     answers = [json.loads(x) for x in out.read_text().splitlines() if x.strip()]
     traces = {str(t["id"]): t for t in map(json.loads, out.with_suffix(".traces.jsonl").read_text().splitlines())}
     stats = json.loads(out.with_suffix(".run.json").read_text())
-    n_sent = n_copied = n_cited = 0
+    n_sent = n_copied = n_cited = n_cite_sents = 0
     cites = False
     for a in answers:
         sents = split_sentences(a["answer"]) or [a["answer"]]
         n_sent += len(sents)
         n_copied += sum(copied_sentences(sents, [p["passage"] for p in a["passages"]]))
         c = traces[str(a["id"])].get("citations")
-        if c is not None:
+        if c is not None:  # the generator's own sentences, each with its cited passages
             cites = True
+            n_cite_sents += len(c)
             n_cited += sum(bool(x["passage_ids"]) for x in c)
     n = max(len(answers), 1)
-    return {"preset": preset, "exit_code": rc, "answered": len(answers), "failed": stats["failed"],
+    from rouge_score import rouge_scorer
+
+    scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
+    rouge = sum(scorer.score(refs[str(a["id"])], a["answer"])["rougeL"].fmeasure for a in answers) / n
+    return {"answered": len(answers), "failed": stats["failed"],
             "answer_token_f1": round(sum(token_f1(a["answer"], refs[str(a["id"])]) for a in answers) / n, 4),
+            "answer_rougeL": round(rouge, 4),
             "degenerate_share": round(sum(degenerate(a["answer"]) is not None for a in answers) / n, 4),
             "copied_sentence_share": round(n_copied / max(n_sent, 1), 4),
-            "cited_sentence_share": round(n_cited / max(n_sent, 1), 4) if cites else None,
+            "cited_sentence_share": round(n_cited / max(n_cite_sents, 1), 4) if cites else None,
             "llm_seconds_per_question": round(stats["model_seconds"].get("llm", 0.0) / n, 2),
-            "llm_calls_per_question": round(stats["model_calls"].get("llm", 0) / n, 2),
-            "seconds_per_question": round(wall / n, 2),
-            "command": " ".join(placeholders(cmd))}
+            "llm_calls_per_question": round(stats["model_calls"].get("llm", 0) / n, 2)}
 
 
 def main(argv=None) -> int:
@@ -89,18 +110,44 @@ def main(argv=None) -> int:
     ap.add_argument("--index", required=True)
     ap.add_argument("--questions", default="../shared/liverag-bench/smoke.jsonl")
     ap.add_argument("--limit", type=int, default=12)
+    ap.add_argument("--sample", type=int, default=None, help="fixed-seed sample of the questions (seed 0)")
+    ap.add_argument("--head", type=int, default=None, help="keep the first N questions of the sample")
     ap.add_argument("--preset", action="append", required=True)
     ap.add_argument("--toml", default="", help="more TOML appended to each preset's configuration")
     ap.add_argument("--label-suffix", default="")
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", default="docs/bench/preset_answers.json")
+    ap.add_argument("--rescore", action="store_true", help=(
+        "run nothing: recompute the quality columns of the rows labelled PRESET + --label-suffix from the "
+        "outputs left in WORK (after a change to a measure), keeping their seconds, command and date"))
     args = ap.parse_args(argv)
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    questions, described = args.questions, f"first {args.limit} of {Path(args.questions).name}"
+    if args.sample or args.head:
+        lines = [x for x in Path(args.questions).read_text().splitlines() if x.strip()]
+        if args.sample and args.sample < len(lines):
+            lines = random.Random(0).sample(lines, args.sample)
+        lines = lines[:args.head] if args.head else lines
+        questions = str(Path(args.work) / "questions.jsonl")
+        Path(args.work).mkdir(parents=True, exist_ok=True)
+        atomic_write_text(questions, "\n".join(lines) + "\n")
+        described = (f"first {min(args.limit, len(lines))} of the fixed-seed sample (seed 0, {args.sample or len(lines)}, "
+                     f"first {len(lines)}) of {Path(args.questions).name}")
+    if args.rescore:
+        for preset in args.preset:
+            label = preset + args.label_suffix
+            row = next(r for r in data["rows"] if r["label"] == label)
+            row.update(score(Path(args.work) / preset / "answers.jsonl", str(Path(args.work) / "questions.jsonl")
+                             if (Path(args.work) / "questions.jsonl").exists() else args.questions))
+            print(json.dumps(row), flush=True)
+        data["note"] = NOTE
+        atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+        return 0
     for preset in args.preset:
-        row = measure(preset, args.index, args.questions, args.limit, Path(args.work), args.toml)
-        row.update(label=preset + args.label_suffix, questions=f"first {args.limit} of {Path(args.questions).name}",
+        row = measure(preset, args.index, questions, args.limit, Path(args.work), args.toml)
+        row.update(label=preset + args.label_suffix, questions=described,
                    machine=describe(machine()), date=date,
                    script="python bench/preset_answers.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv)))
         data["rows"] = [r for r in data["rows"] if r["label"] != row["label"]] + [row]

@@ -86,6 +86,21 @@ def test_seeded_samples_repeat_and_differ_by_seed(pair):
     assert a != c
 
 
+def test_samples_of_one_prompt_prefill_it_once(pair):
+    """Requests with the same prompt (DoTA-RAG's votes: one seed each) prefill it once: the others
+    copy its KV cells, or take over its slot, and prefill only its last token."""
+    _, bat = pair
+    a, b = _chat("Write a random word."), _chat("Write a random colour.")
+    seeds = [1, 7, 1, 7]
+    out = bat.chat_many([a, a, b, b], max_tokens=12, temperature=1.0, seed=seeds)
+    stats = bat.last_batch
+    n_a, n_b = (len(bat._formatter(m)[0]) for m in (a, b))
+    assert stats.reused_tokens == (n_a - 1) + (n_b - 1)
+    assert all(isinstance(x, str) and x.strip() for x in out)
+    assert out == bat.chat_many([a, a, b, b], max_tokens=12, temperature=1.0, seed=seeds)  # seeded: repeats
+    assert out[0] != out[1] or out[2] != out[3]  # the seeds differ
+
+
 def test_a_call_deadline_cuts_the_batch_and_the_next_call_works(pair):
     _, bat = pair
     reqs = [_chat("Write a long story about a dragon.")] * 4

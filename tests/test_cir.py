@@ -342,3 +342,17 @@ def test_an_answer_that_copies_a_segment_is_rewritten_in_one_more_turn():
     gen, llm = _gen([copy], rewrite_copies=False)
     (a,) = gen.generate(["Must fillet welds be continuous?"], [[segment, "Flat is easy."]])
     assert a.answer == segment and len(llm.prompts) == 1
+
+
+def test_answer_schema_floor_of_sentences_is_capped_by_the_budget():
+    """[cir] min_sentences is the schema's minItems, never above what max_new_tokens holds (a
+    sentence is budgeted at its 300 characters, one token each, + 24 tokens of JSON and ids)."""
+    from preqrag.systems.cir.generator import cir_answer_schema
+
+    def bounds(*args):
+        items = cir_answer_schema(*args)["properties"]["sentences"]
+        return items["minItems"], items["maxItems"]
+
+    assert bounds(8, 1024, 2) == (2, 3)
+    assert bounds(8, 1024) == (1, 3)
+    assert bounds(8, 512, 3) == (1, 1)

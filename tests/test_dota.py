@@ -84,11 +84,8 @@ class ScriptedLLM:
     def chat_many(self, requests, *, max_tokens, temperature=0.0, seed=None, schema=None, **options):
         self.calls.append({"n": len(requests), "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
                            "schema": schema, **options})
-        out = []
-        for m in requests:
-            r = self.reply(m, temperature, seed)
-            out.append(r)
-        return out
+        seeds = seed if isinstance(seed, list) else [seed] * len(requests)
+        return [self.reply(m, temperature, s) for m, s in zip(requests, seeds)]
 
 
 def _is_route(messages):
@@ -110,8 +107,9 @@ def test_router_votes_with_distinct_seeds_and_counts_them():
     (names, fallbacks, raw), = NamespaceRouter(llm, DotaConfig()).route(["Is coffee healthy?"])
     assert names == ["Health", "Politics"]  # 2 votes each; Health named first
     assert fallbacks == [] and len(raw) == 4
-    assert [c["seed"] for c in llm.calls] == [0, 1, 2, 3]
-    assert all(c["temperature"] == 0.6 and c["n"] == 1 for c in llm.calls)
+    # one call holds every vote, each with its own seed (a batching backend prefills the prompt once)
+    assert [c["seed"] for c in llm.calls] == [[0, 1, 2, 3]]
+    assert all(c["temperature"] == 0.6 and c["n"] == 4 for c in llm.calls)
     # every vote declares the schema: 1-3 of the 24 namespaces
     enum = llm.calls[0]["schema"]["properties"]["namespaces"]["items"]["enum"]
     assert enum == list(TOPIC_NAMES) and llm.calls[0]["schema"]["properties"]["namespaces"]["maxItems"] == 3
@@ -146,7 +144,7 @@ def test_router_with_a_backend_that_ignores_options_still_votes():
 
     llm = NoSeed()
     (names, _, _), = NamespaceRouter(llm, DotaConfig()).route(["q"])
-    assert names == ["Travel & Tourism"] and llm.n == 4
+    assert names == ["Travel & Tourism"] and llm.n == 1
 
 
 # ---------------------------------------------------------------- typo-fixing rewrite
@@ -322,7 +320,8 @@ def test_generator_caps_words_and_returns_llm_errors():
             assert temperature == 0.0 and all(len(r) == 1 and r[0]["role"] == "user" for r in requests)
             return [" ".join(f"word{i}" for i in range(500)), LLMError("boom")]  # long, not looping
 
-    gen = DotaGenerator(LLM(), GeneratorConfig(max_new_tokens=400, max_words=300), DotaConfig(context_tokens=100))
+    gen = DotaGenerator(LLM(), GeneratorConfig(max_new_tokens=400, max_words=300, context_tokens=0),
+                        DotaConfig(context_tokens=100))
     g1, g2 = gen.generate(["q1", "q2"], [[words(200), words(200)], ["short"]])
     assert len(g1.answer.split()) == 300
     assert g1.final_prompt.startswith("You are a helpful assistant.\n\nContext:\n")
@@ -330,9 +329,34 @@ def test_generator_caps_words_and_returns_llm_errors():
     assert isinstance(g2.answer, LLMError) and g2.truncations == []
     # a looping answer is repaired (extractive from passage 1) and the fallback recorded
     (g3,) = DotaGenerator(type("Loop", (LLM,), {"chat_many": lambda self, r, **k: [words(500)]})(),
-                          GeneratorConfig(), DotaConfig(context_tokens=100)).generate(["q1"], [["Alpha beta. Gamma."]])
+                          GeneratorConfig(context_tokens=0), DotaConfig(context_tokens=100)).generate(
+        ["q1"], [["Alpha beta. Gamma."]])
     assert g3.fallbacks == ("generate: degenerate answer (repeated phrase); extractive answer from passage [1] used",)
     assert g3.answer == "Alpha beta. Gamma."
+
+
+def test_generator_answers_from_the_answer_bearing_sentences():
+    """With [generator] context_tokens the Fig. 5 prompt holds each passage's sentences that bear
+    on the question (preqrag.selection), and the trace says what was kept."""
+    class LLM:
+        name = "fake"
+        context_window = 2048
+        count_tokens = staticmethod(count)
+        prompts: list[str] = []
+
+        def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
+            self.prompts += [r[0]["content"] for r in requests]
+            return ["The Rhine is 1,230 km long."] * len(requests)
+
+    filler = " ".join(f"Sentence {i} talks about weather and trains." for i in range(30))
+    passages = [filler + " The Rhine river is 1,230 km long.", filler]
+    llm = LLM()
+    (g,) = DotaGenerator(llm, GeneratorConfig(context_tokens=40, sentence_scorer="words"),
+                         DotaConfig()).generate(["How long is the Rhine river?"], [passages])
+    assert "The Rhine river is 1,230 km long." in llm.prompts[0]
+    assert count(llm.prompts[0]) < count(build_dota_prompt("How long is the Rhine river?", passages)) // 4
+    assert g.truncations and all(t.startswith("generate: selected passage ") and t.endswith("by question words")
+                                 for t in g.truncations)
 
 
 # ---------------------------------------------------------------- configuration checks, end to end

@@ -14,7 +14,8 @@ from conftest import TEST_OVERRIDES
 from preqrag.config import load_config
 from preqrag.systems.ginger.clustering import cluster_nuggets, embed_texts
 from preqrag.systems.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM, GingerGenerator
-from preqrag.systems.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, parse_nuggets
+from preqrag.systems.ginger.nuggets import (MAX_NUGGETS_PER_PASSAGE, NUGGET_FORMAT, NUGGET_SYSTEM, NUMBERED_FORMAT,
+                                            number_schema, numbered_passage, parse_number_reply, parse_nuggets)
 from preqrag.systems.ginger.pairwise import (CrossEncoderPreference, DuoT5Preference, PairwiseStep, pairwise_order,
                                      sym_sum)
 from preqrag.systems.ginger.rewriting import ANSWER_SYSTEM, REWRITE_SYSTEM, REWRITES_FORMAT, GingerRewriter, parse_rewrites
@@ -256,8 +257,16 @@ def _smoke_contexts(index, small_corpus, n=3):
 
 
 def _annotate_first_sentence_of(passages_to_tag):
-    """Nugget handler: tags the first sentence of chosen passages, plus one altered nugget."""
+    """Nugget handler: names the first sentence of chosen passages, plus one that is not there
+    (an invented excerpt, or a sentence number the passage does not have)."""
+    numbered = NUMBERED_FORMAT.format(k=MAX_NUGGETS_PER_PASSAGE)
+
     def handle(user):
+        if user.endswith(numbered):  # [ginger] nugget_reply = "numbers" (the default)
+            shown = user[:-len(numbered)].split(" Passage: ", 1)[1]
+            if any(shown == numbered_passage(p)[0] for p in passages_to_tag):
+                return json.dumps({"nuggets": [1, 99]})
+            return json.dumps({"nuggets": []})
         assert user.endswith(NUGGET_FORMAT)
         passage = user[:-len(NUGGET_FORMAT)].split(" Passage: ", 1)[1]
         if any(passage == p for p in passages_to_tag):
@@ -266,13 +275,30 @@ def _annotate_first_sentence_of(passages_to_tag):
     return handle
 
 
-def test_generator_citations_point_to_nugget_passages(index, small_corpus):
+def test_numbered_nugget_replies_name_verbatim_sentences():
+    passage = "Rudy Perpich was governor. He served in 1976. He was born in Hibbing, Minnesota."
+    shown, excerpts = numbered_passage(passage)
+    assert shown.splitlines() == ["[1] Rudy Perpich was governor.", "[2] He served in 1976.",
+                                  "[3] He was born in Hibbing, Minnesota."]
+    schema = number_schema(len(excerpts))
+    assert schema["properties"]["nuggets"]["items"]["enum"] == [1, 2, 3]
+    assert schema["properties"]["nuggets"]["maxItems"] == MAX_NUGGETS_PER_PASSAGE
+    found, rejected = parse_number_reply('{"nuggets": [3, 1, 3, 7, true]}', excerpts, passage, 4)
+    assert [n.text for n in found] == ["He was born in Hibbing, Minnesota.", "Rudy Perpich was governor."]
+    assert all(passage[n.start:n.end] == n.text and n.passage == 4 for n in found)
+    assert sorted(rejected) == ["duplicate", "no such sentence", "no such sentence"]
+    assert parse_number_reply("", excerpts, passage, 0) == ([], ["empty"])
+    assert parse_number_reply('{"nuggets": []}', excerpts, passage, 0) == ([], ["no nuggets"])
+
+
+@pytest.mark.parametrize("mode", ["numbers", "excerpts"])
+def test_generator_citations_point_to_nugget_passages(index, small_corpus, mode):
     q, ctx = _smoke_contexts(index, small_corpus)
     tagged = [ctx[0], ctx[2]]
     llm = ScriptedLLM({NUGGET_SYSTEM: _annotate_first_sentence_of(tagged),
                        SUMMARY_SYSTEM: lambda u: u.rstrip("."),  # the cluster text is its own summary
                        FLUENCY_SYSTEM: lambda u: u.split(" Response: ", 1)[1]})  # unchanged rephrasing
-    cfg = _ginger_cfg(cluster_ranking="passage-rank")
+    cfg = _ginger_cfg(cluster_ranking="passage-rank", nugget_reply=mode)
     (g,) = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder).generate([q], [ctx])
     assert g.details.fluency.used is True and g.details.fluency.after and g.details.fluency.before
     nuggets = g.details.nuggets
@@ -282,7 +308,8 @@ def test_generator_citations_point_to_nugget_passages(index, small_corpus):
     assert sorted(i for c in g.details.clusters for i in c.nuggets) == list(range(len(nuggets)))
     assert g.details.cluster_ranking in ("passage-rank", None)
     assert g.details.summaries and all(0 <= s.cluster < len(g.details.clusters) for s in g.details.summaries)
-    assert "generate: nuggets: passage 1: dropped 1 (not in passage)" in g.fallbacks
+    why = "no such sentence" if mode == "numbers" else "not in passage"
+    assert f"generate: nuggets: passage 1: dropped 1 ({why})" in g.fallbacks
     assert g.citations and all(set(nums) <= {1, 3} and nums for _, nums in g.citations)
     cited = set().union(*[set(nums) for _, nums in g.citations])
     assert cited == {1, 3}

@@ -289,6 +289,27 @@ def test_nugget_reply_with_typographic_quotes_closes_inside_its_budget(smollm2):
     assert all(RUDY[n.start:n.end] == n.text for n in nuggets)
 
 
+def test_numbered_nugget_reply_parses_on_the_real_model(smollm2):
+    """GINGER's default nugget call (``nugget_reply = "numbers"``): the passage as numbered
+    sentences, the reply their numbers under an integer-enum grammar; it closes inside its 32-token
+    budget and names sentences of the passage (verbatim spans)."""
+    from preqrag.systems.ginger.nuggets import (MAX_NUGGETS_PER_PASSAGE, NUGGET_SYSTEM, NUGGET_USER,
+                                                NUMBER_REPLY_TOKENS, NUMBERED_FORMAT, number_schema,
+                                                numbered_passage, parse_number_reply)
+
+    q = "Which Latin music figure has more Grammy awards - Intocable or Rudy Pérez?"
+    shown, excerpts = numbered_passage(RUDY)
+    reply = smollm2.chat([{"role": "system", "content": NUGGET_SYSTEM},
+                          {"role": "user", "content": NUGGET_USER.format(query=q, passage=shown)
+                           + NUMBERED_FORMAT.format(k=MAX_NUGGETS_PER_PASSAGE)}],
+                         max_tokens=NUMBER_REPLY_TOKENS, schema=number_schema(len(excerpts)))
+    numbers = json.loads(reply)["nuggets"]
+    assert numbers and all(isinstance(n, int) and 1 <= n <= len(excerpts) for n in numbers), reply
+    nuggets, rejected = parse_number_reply(reply, excerpts, RUDY, 0)
+    assert nuggets and set(rejected) <= {"duplicate"}, (reply, rejected)
+    assert all(RUDY[n.start:n.end] == n.text for n in nuggets)
+
+
 def test_nugget_budget_holds_the_longest_reply_the_grammar_allows(smollm2):
     """The grammar cannot forbid a repeated excerpt, and SmolLM2 repeats a long one: on the bench the
     same Rudy Pérez passage was listed twice and cut at the budget, which covered the k longest

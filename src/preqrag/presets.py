@@ -29,12 +29,14 @@ presets:
 * ``dota``: DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571): typo-fixing
   rewrite (§2.1, Fig. 3), routing to the top-2 of 4 votes over WebOrganizer's 24 topic
   namespaces (§2.2, Fig. 4), dense top-100 inside them, BM25 pruning to 20, cross-encoder to 10
-  (§2.3), passages joined by blank lines in an 8k-token budget (§2.4), Fig. 5 prompt, 300-word
-  cap (§2.5). docs/preset-dota.md lists the deviations.
+  (§2.3), the passages' answer-bearing sentences (512 tokens; the paper: whole passages in an
+  8k-token budget, §2.4) joined by blank lines, Fig. 5 prompt, 300-word cap (§2.5).
+  docs/preset-dota.md lists the deviations.
 * ``ginger``: GINGER (Łajewska et al., UiS-IAI@LiveRAG, SIGIR 2025 LiveRAG, arXiv 2506.22210):
   the original question + 3 LLM rewrites (§3.1, App. B.1), BM25 + dense per query fused by RRF
   (§3.1), pointwise cross-encoder (stand-in for monoT5) then pairwise sym-sum reranking of the
-  top k = 20 (§3.1; k = 40 in the paper), nuggets detected in the top m = 5 passages (m = 10),
+  top k = 20 (§3.1; k = 40 in the paper), nuggets detected in the top m = 5 passages (m = 10;
+  the reply names the passage's relevant sentences by number),
   clustered, ranked pairwise, one summary sentence per cluster, at most 5 sentences and 300
   words, a fluency pass (§3.2-3.3, App. B.2-B.3). docs/preset-ginger.md lists the
   deviations.

@@ -70,7 +70,9 @@ class LLM(Protocol):
     * ``temperature`` (default 0.0: greedy decoding, PreQRAG App. B.2);
     * ``schema``: an :data:`OutputSchema` the reply must follow (None: free text);
     * ``seed``: the sampling seed (None: the backend's fixed default 0, so a call repeats;
-      give different seeds for independent samples, e.g. DoTA-RAG's routing votes);
+      give different seeds for independent samples, e.g. DoTA-RAG's routing votes); in
+      ``chat_many`` also a list, one seed per request (:func:`per_request_options`), so several
+      samples of one conversation go in one call (a batching backend prefills it once);
     * ``top_p``, ``top_k``, ``repeat_penalty``: sampling settings for this call (None: the
       ``[llm]`` table's values; PreQRAG App. B.2 Table B.2, DoTA-RAG §2.1/§2.2).
     """
@@ -96,8 +98,8 @@ class LLM(Protocol):
 
     def chat_many(
         self, requests: list[list[dict]], *, max_tokens: int, temperature: float = 0.0,
-        schema: OutputSchema | None = None, seed: int | None = None, top_p: float | None = None,
-        top_k: int | None = None, repeat_penalty: float | None = None,
+        schema: OutputSchema | None = None, seed: int | Sequence[int] | None = None,
+        top_p: float | None = None, top_k: int | None = None, repeat_penalty: float | None = None,
     ) -> list[str | LLMError]:
         """Answer many conversations (concurrently where the backend allows).
 
@@ -106,16 +108,32 @@ class LLM(Protocol):
         ...
 
 
+def per_request_options(options: dict, n: int) -> list[dict]:
+    """The options of each of ``n`` requests of a ``chat_many`` call: ``options`` as given,
+    with a ``seed`` list split into one seed per request.
+
+    Raises:
+        ValueError: a ``seed`` list whose length is not ``n``.
+    """
+    seed = options.get("seed")
+    if not isinstance(seed, (list, tuple)):
+        return [options] * n
+    if len(seed) != n:
+        raise ValueError(f"chat_many: {len(seed)} seeds for {n} requests")
+    return [{**options, "seed": s} for s in seed]
+
+
 def chat_each(llm: LLM, requests: list[list[dict]], *, max_tokens: int,
               temperature: float = 0.0, **options) -> list[str | LLMError]:
     """``chat_many`` for backends that serve one request at a time: calls ``llm.chat`` on
-    each conversation in order with the same options (``schema``, ``seed``, ...); a request
-    whose ``chat`` raises LLMError yields that error in place (other exceptions propagate).
+    each conversation in order with the same options (``schema``, ``seed``, ...; a ``seed``
+    list gives each its own, :func:`per_request_options`); a request whose ``chat`` raises
+    LLMError yields that error in place (other exceptions propagate).
     Returns ``len(requests)`` items."""
     results: list[str | LLMError] = []
-    for messages in requests:
+    for messages, opts in zip(requests, per_request_options(options, len(requests))):
         try:
-            results.append(llm.chat(messages, max_tokens=max_tokens, temperature=temperature, **options))
+            results.append(llm.chat(messages, max_tokens=max_tokens, temperature=temperature, **opts))
         except LLMError as e:
             results.append(e)
     return results

@@ -25,7 +25,12 @@ the CPU kernels chosen at run time stay the best for the machine):
 * the prompt prefix every request of a call shares (the chat template's system turn and the
   instruction) is prefilled once into one more KV stream and copied into each sequence's
   (:data:`MIN_SHARED_PREFIX`), and kept for the next call with the same prefix, as the
-  sequential path's prompt cache does.
+  sequential path's prompt cache does;
+* requests with the **same prompt** (several samples of one conversation: DoTA-RAG's routing
+  votes, one seed each) prefill it once: a later one copies the first one's KV cells of the
+  prompt (``llama_memory_seq_cp``) once they are in, or takes over its slot when it ends, and
+  prefills only the prompt's last token (whose logits it samples from), as vLLM's prefix
+  caching or llama.cpp server's ``n_cmpl`` do.
 
 A request that cannot run (its prompt does not fit the window) fails alone: its slot gets an
 :class:`~preqrag.stages.LLMError` and the others go on. A deadline (epoch seconds) ends every
@@ -35,7 +40,7 @@ unfinished sequence with an LLMError at the first step after it.
 from __future__ import annotations
 
 import time
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass, field
 
 from ..stages import LLMError
@@ -96,10 +101,12 @@ class BatchStats:
     """Counters of one :meth:`BatchDecoder.run` call: ``prompt_tokens`` prefilled,
     ``decoded_tokens`` generated, ``steps`` (``llama_decode`` calls), ``seconds`` (wall),
     ``max_parallel`` (most sequences in one step), ``shared_prefix`` (prompt tokens every
-    request shared, prefilled once)."""
+    request shared, prefilled once), ``reused_tokens`` (prompt tokens not prefilled because a
+    request with the same prompt had them in its KV cells)."""
 
     prompt_tokens: int = 0
     shared_prefix: int = 0
+    reused_tokens: int = 0
     decoded_tokens: int = 0
     steps: int = 0
     seconds: float = 0.0
@@ -194,6 +201,9 @@ class BatchDecoder:
         free = list(range(self.n_parallel - 1, -1, -1))
         active: list[_Seq] = []
         mem = self._ctx.memory
+        keys = [tuple(job.tokens) for job in jobs]
+        holders: dict[tuple, _Seq] = {}  # prompt -> an active sequence whose KV cells hold it
+        waiting = Counter(keys[i] for i in queue)  # queued requests per prompt
         try:
             shared = self._share_prefix([jobs[i].tokens for i in queue], stats)
             while queue or active:
@@ -206,11 +216,24 @@ class BatchDecoder:
                     active, queue = [], deque()
                     break
                 while queue and free:
-                    i = queue.popleft()
+                    i = _next_job(queue, keys, holders)
+                    if i is None:  # every queued request waits for its prompt's first prefill
+                        break
+                    queue.remove(i)
+                    waiting[keys[i]] -= 1
                     seq = _Seq(i, jobs[i], free.pop(), self._sampler(jobs[i]))
-                    if shared:
-                        llama_cpp.llama_memory_seq_cp(mem, self._prefix_seq, seq.slot, -1, -1)
-                        seq.fed = shared
+                    lead = holders.get(keys[i])
+                    if lead is not None:  # the same prompt is in lead's cells: copy them but its last token
+                        # (llama.cpp copies a stream whole; lead's later cells are dropped from the copy)
+                        seq.fed = len(seq.job.tokens) - 1
+                        llama_cpp.llama_memory_seq_cp(mem, lead.slot, seq.slot, -1, -1)
+                        llama_cpp.llama_memory_seq_rm(mem, seq.slot, seq.fed, -1)
+                        stats.reused_tokens += seq.fed
+                    else:
+                        holders[keys[i]] = seq
+                        if shared:
+                            llama_cpp.llama_memory_seq_cp(mem, self._prefix_seq, seq.slot, -1, -1)
+                            seq.fed = shared
                     active.append(seq)
                 stats.max_parallel = max(stats.max_parallel, len(active))
                 self._fill(active, stats)
@@ -221,8 +244,9 @@ class BatchDecoder:
                     if done:
                         results[seq.index] = seq.out
                         active.remove(seq)
-                        llama_cpp.llama_memory_seq_rm(mem, seq.slot, -1, -1)
-                        free.append(seq.slot)
+                        self._leave(seq, jobs, keys, holders, waiting, queue, active, stats)
+                        if seq.slot not in (s.slot for s in active):
+                            free.append(seq.slot)
         except RuntimeError as e:  # llama_decode failed: the whole step is lost
             for seq in active:
                 results[seq.index] = LLMError(f"llama-cpp batch: {e}")
@@ -234,6 +258,34 @@ class BatchDecoder:
         stats.decoded_tokens = sum(len(r) for r in results if isinstance(r, list))
         self.last = stats
         return [r if r is not None else LLMError("llama-cpp batch: not run") for r in results]
+
+    def _leave(self, seq: _Seq, jobs: list[Job], keys: list[tuple], holders: dict, waiting: Counter, queue: deque,
+               active: list[_Seq], stats: BatchStats) -> None:
+        """Free ``seq``'s KV cells, or hand its slot, with the prompt's cells kept, to a queued
+        request with the same prompt (it then prefills only the prompt's last token)."""
+        import llama_cpp
+
+        mem = self._ctx.memory
+        key = keys[seq.index]
+        if waiting[key] > 0:
+            j = next(i for i in queue if keys[i] == key)
+            queue.remove(j)
+            waiting[key] -= 1
+            heir = _Seq(j, jobs[j], seq.slot, self._sampler(jobs[j]))
+            heir.fed = len(heir.job.tokens) - 1
+            llama_cpp.llama_memory_seq_rm(mem, seq.slot, heir.fed, -1)
+            stats.reused_tokens += heir.fed
+            active.append(heir)
+            if holders.get(key) is seq:
+                holders[key] = heir
+            return
+        llama_cpp.llama_memory_seq_rm(mem, seq.slot, -1, -1)
+        if holders.get(key) is seq:
+            other = next((s for s in active if keys[s.index] == key), None)
+            if other is None:
+                del holders[key]
+            else:
+                holders[key] = other
 
     def _share_prefix(self, prompts: list[list[int]], stats: BatchStats) -> int:
         """Tokens of ``prompts``' common prefix now in the prefix stream (0: none shared). Each
@@ -329,6 +381,21 @@ class BatchDecoder:
         out = self.llama.detokenize(tokens).decode("utf-8", errors="ignore")
         cut = min((out.find(s) for s in stop if s and s in out), default=-1)
         return out[:cut] if cut >= 0 else out
+
+
+def _next_job(queue: deque, keys: list[tuple], holders: dict) -> int | None:
+    """The queued request to start next: the first whose prompt an active sequence already
+    holds (it copies those cells), else the first with a prompt no active sequence has; a
+    request whose prompt is still being prefilled by another waits (None: all wait)."""
+    new = None
+    for i in queue:
+        lead = holders.get(keys[i])
+        if lead is None:
+            if new is None:
+                new = i
+        elif lead.fed >= len(keys[i]) - 1:
+            return i
+    return new
 
 
 def chat_formatter(llama):

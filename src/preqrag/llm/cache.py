@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..cache import KVStore, content_key
-from ..stages import LLM, LLMError
+from ..stages import LLM, LLMError, per_request_options
 from ..text import llm_window, token_counter
 from .structured import schema_key
 
@@ -64,10 +64,13 @@ class CachedLLM:
         at ``temperature > 0`` without a ``seed`` are not cached (a fresh sample each time)."""
         if temperature != 0.0 and options.get("seed") is None:
             return self.llm.chat_many(requests, max_tokens=max_tokens, temperature=temperature, **options)
-        keys = [call_key(self.name, m, max_tokens, temperature, **options) for m in requests]
+        per = per_request_options(options, len(requests))  # a seed list: each request's own seed in its key
+        keys = [call_key(self.name, m, max_tokens, temperature, **o) for m, o in zip(requests, per)]
         results: list[str | LLMError | None] = self.store.get_many(keys)
         todo = [i for i, r in enumerate(results) if r is None]
         if todo:
+            if isinstance(options.get("seed"), (list, tuple)):
+                options = {**options, "seed": [per[i]["seed"] for i in todo]}
             fresh = self.llm.chat_many([requests[i] for i in todo], max_tokens=max_tokens,
                                        temperature=temperature, **options)
             self.store.put_many([(keys[i], r) for i, r in zip(todo, fresh) if isinstance(r, str)])

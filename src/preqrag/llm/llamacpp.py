@@ -7,7 +7,7 @@ import threading
 
 from ..config import LLMConfig
 from ..registry import resolve
-from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, chat_each
+from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, chat_each, per_request_options
 from ..threads import cpu_threads
 from ..timing import model_time
 from .structured import grammar_text, schema_key
@@ -138,7 +138,8 @@ class LlamaCppLLM:
                   **options) -> list[str | LLMError]:
         """Every request's reply; a failure is returned in place, not raised. ``options``
         (``schema``, ``seed``, ``top_p``, ``top_k``, ``repeat_penalty``) as in :meth:`chat`,
-        for every request.
+        for every request (``seed`` may be a list, one per request; requests with the same
+        prompt then prefill it once).
 
         With ``[llm] n_parallel`` > 1 (the default) and two or more requests, the replies are
         decoded together, up to ``n_parallel`` at a time, by continuous batching
@@ -154,7 +155,8 @@ class LlamaCppLLM:
         from .batching import Job
 
         schema = options.pop("schema", None)
-        seed = options.pop("seed", None)
+        seeds = [o.get("seed") for o in per_request_options(options, len(requests))]
+        options.pop("seed", None)
         sampling = self.cfg.sampling(**options)
         if self.cfg.min_p is not None:
             sampling["min_p"] = self.cfg.min_p
@@ -174,7 +176,7 @@ class LlamaCppLLM:
                     results.append(None)
                     continue
                 results.append(len(jobs))
-                jobs.append(Job(tokens, max_tokens, temperature=temperature, seed=0 if seed is None else seed,
+                jobs.append(Job(tokens, max_tokens, temperature=temperature, seed=seeds[i] or 0,
                                 grammar=grammar, sampling=sampling, stop=stop))
             with model_time("llm"):
                 out = self._batcher.run(jobs, deadline=getattr(self._local, "deadline", None)) if jobs else []
@@ -182,7 +184,7 @@ class LlamaCppLLM:
                    else self._batcher.text(out[r], jobs[r].stop) for r in results]
         if alone:  # one at a time, each with the whole n_ctx window
             rest = chat_each(self, [requests[i] for i in alone], max_tokens=max_tokens, temperature=temperature,
-                             schema=schema, seed=seed, **options)
+                             schema=schema, seed=[seeds[i] or 0 for i in alone], **options)
             for i, r in zip(alone, rest):
                 replies[i] = r
         return replies

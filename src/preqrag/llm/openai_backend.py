@@ -11,7 +11,7 @@ import time
 from datetime import datetime, timezone
 
 from ..config import LLMConfig
-from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, UnsupportedFeature
+from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, UnsupportedFeature, per_request_options
 from ..text import approx_tokens
 from ..timing import model_time
 from .structured import CHOICE_WRAP_TOKENS, is_choice, response_format, unwrap_reply
@@ -339,12 +339,13 @@ class OpenAICompatibleLLM:
         deadline = self.call_deadline if call_deadline is ... else call_deadline
         client = self._client()
         gate = self._gate()
-        opts = self.request_options(schema=schema, **options)
+        per = [self.request_options(schema=schema, **o) for o in per_request_options(options, len(requests))]
         if is_choice(schema):  # the choice travels wrapped in {"choice": ...}: room for the wrapping
             max_tokens += CHOICE_WRAP_TOKENS
         with model_time("llm"):  # wall time with requests in flight
             out = await asyncio.gather(
-                *(self._one(client, gate, m, max_tokens, temperature, deadline, opts, schema) for m in requests),
+                *(self._one(client, gate, m, max_tokens, temperature, deadline, o, schema)
+                  for m, o in zip(requests, per)),
                 return_exceptions=True)
         results: list[str | LLMError] = []
         for r in out:
@@ -360,7 +361,8 @@ class OpenAICompatibleLLM:
         """Concurrent requests; a failed one yields its LLMError in place. Runs on the
         backend's own event loop thread, so it may be called from inside a running loop.
         ``options``: ``schema``, ``seed``, ``top_p``, ``top_k``, ``repeat_penalty``
-        (:class:`preqrag.stages.LLM`); every request of the call gets the same ones."""
+        (:class:`preqrag.stages.LLM`); every request of the call gets the same ones (``seed`` may
+        be a list: one per request)."""
         if not requests:
             return []
         # the caller's thread's call deadline (the loop thread has none of its own)

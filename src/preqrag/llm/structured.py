@@ -248,7 +248,7 @@ def chat_grouped(llm, requests: list[list[dict]], schemas: list[OutputSchema | N
 
     Args:
         requests: ``n`` conversations; ``schemas`` and ``max_tokens``: ``n`` each.
-        options: passed to every call (``seed``, ``top_p``, ...).
+        options: passed to every call (``seed``, ``top_p``, ...; a ``seed`` list: one per request).
     """
     if not (len(requests) == len(schemas) == len(max_tokens)):
         raise ValueError("requests, schemas and max_tokens must have the same length")
@@ -256,7 +256,10 @@ def chat_grouped(llm, requests: list[list[dict]], schemas: list[OutputSchema | N
     for i, (schema, m) in enumerate(zip(schemas, max_tokens)):
         groups.setdefault((schema_key(schema), m), []).append(i)
     out: list = [None] * len(requests)
+    seeds = options.get("seed")
     for (_, m), idx in groups.items():
+        if isinstance(seeds, (list, tuple)):  # one seed per request: this group's
+            options = {**options, "seed": [seeds[i] for i in idx]}
         replies = llm.chat_many([requests[i] for i in idx], max_tokens=m, temperature=temperature,
                                 schema=schemas[idx[0]], **options)
         for i, r in zip(idx, replies):

@@ -98,11 +98,12 @@ def _fill(template: str, **values: str) -> str:
     return re.sub(r"\{(" + "|".join(values) + r")\}", lambda m: values[m.group(1)], template)
 
 
-def cir_answer_schema(n_passages: int, max_new_tokens: int) -> dict:
+def cir_answer_schema(n_passages: int, max_new_tokens: int, min_sentences: int = 1) -> dict:
     """The reply schema of a CIR answer (:data:`OUTPUT_FORMAT`): ``{"sentences": [{"text": str,
     "ids": [id, ...]}]}`` where an id is one of the passage numbers 1..``n_passages`` (an
     ``enum``, so a constrained reply cannot cite a passage that is not in the input), each
-    sentence 1..:data:`MAX_SENTENCE_CHARS` characters citing 0..3 passages, and at most as many
+    sentence 1..:data:`MAX_SENTENCE_CHARS` characters citing 0..3 passages, at least
+    ``min_sentences`` sentences (``[cir] min_sentences``, capped at the most) and at most as many
     sentences as fit ``max_new_tokens`` at one character per token
     (:data:`~preqrag.llm.structured.CHARS_PER_TOKEN`; a budget too small for one gets a shorter
     sentence), so the reply closes before its budget ends.
@@ -123,7 +124,8 @@ def cir_answer_schema(n_passages: int, max_new_tokens: int) -> dict:
                                "ids": ids},
                 "required": ["text", "ids"], "additionalProperties": False}
     return {"type": "object",
-            "properties": {"sentences": {"type": "array", "items": sentence, "minItems": 1,
+            "properties": {"sentences": {"type": "array", "items": sentence,
+                                         "minItems": max(1, min(min_sentences, max_sentences)),
                                          "maxItems": max_sentences}},
             "required": ["sentences"], "additionalProperties": False}
 
@@ -359,7 +361,8 @@ class CIRGenerator:
                                      max_new_tokens=self.cfg.max_new_tokens,
                                      max_passage_tokens=self.cfg.max_passage_tokens,
                                      builder=lambda qq, ps, pid=pid: build_cir_prompt(qq, ps, pid)))
-        schemas = [cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens) for f in fitted]
+        schemas = [cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens, self.cir.min_sentences)
+                   for f in fitted]
         replies = chat_grouped(llm, [[{"role": "user", "content": f.text}] for f in fitted], schemas,
                                [self.cfg.max_new_tokens] * len(fitted), **answer_options(self.cfg))
         first = [None if isinstance(r, LLMError) else parse_cir_answer(r, f.n_passages) for f, r in zip(fitted, replies)]

@@ -33,6 +33,11 @@ class CIRConfig(_Section):
     rewrite_copies: bool = Field(True, description=(
         "Not in the paper: an answer whose sentences copy 12+ consecutive words of a segment is written "
         "again in one more, short LLM turn (question + draft; preqrag.systems.cir.generator.REWRITE_PROMPT)."))
+    min_sentences: int = Field(1, ge=1, le=12, description=(
+        "Not in the paper: fewest sentences the answer's JSON schema allows (minItems; capped at what "
+        "generator.max_new_tokens holds). The paper's 'short and concise sentences' make a 1.5B model answer in "
+        "~30 words where the LiveRAG reference answers have ~80; a floor makes it state more of what the "
+        "segments say (docs/preset-cir.md has the rows)."))
 
 
 class MMRConfig(_Section):
@@ -60,6 +65,6 @@ register_table("mmr", MMRConfig)
 register_preset("cir", {
     "rewriter": {"name": "none"}, "rerank": {"chain": ["cross-encoder", "mmr"]},
     "mmr": {"lambda_": 0.5, "similarity": "cosine", "top_j": 100, "relevance": "scores"},
-    "generator": {"name": "cir", "context_top_k": 8, "max_new_tokens": 512, "context_tokens": 512},
-    "cir": {"prompt": "P.1", "use_question_expertise": True},
+    "generator": {"name": "cir", "context_top_k": 8, "max_new_tokens": 1024, "context_tokens": 512},
+    "cir": {"prompt": "P.1", "use_question_expertise": True, "min_sentences": 2},
     "run": {"use_given_candidates": True}})

@@ -137,9 +137,16 @@ def build_prune_step(ctx: Context) -> BM25PruneStep:
     return BM25PruneStep(ctx.index.sparse, ctx.cfg.dota.prune_keep)
 
 
-@register("generator", "dota", reads=("generator", "dota", "llm"))
+@register("generator", "dota", reads=("generator", "dota", "llm", "reranker"))
 def build_generator(ctx: Context):
-    """Builder of generator ``dota``: 8k-token aggregation, Fig. 5 prompt (DoTA-RAG §2.4-2.5)."""
+    """Builder of generator ``dota``: aggregation (§2.4) of the passages, or of their answer-bearing
+    sentences with ``[generator] context_tokens`` (chosen by the pipeline's shared cross-encoder
+    unless ``sentence_scorer = "words"``), Fig. 5 prompt (DoTA-RAG §2.4-2.5)."""
     from .generation import DotaGenerator
 
-    return DotaGenerator(ctx.get_llm(), ctx.cfg.generator, ctx.cfg.dota)
+    g, scorer = ctx.cfg.generator, None
+    if g.context_tokens and g.sentence_scorer != "words":
+        from ...rerankers import shared_reranker
+
+        scorer = shared_reranker(ctx)
+    return DotaGenerator(ctx.get_llm(), g, ctx.cfg.dota, sentence_scorer=scorer)

@@ -8,6 +8,12 @@
   (a passage keeps ``floor(its tokens × budget / total tokens)``), so long passages give up the
   most. The question is never cut while passages can still give up tokens: only a question
   that alone leaves no room for any passage is cut (to the window).
+* Answer-bearing sentences (not in the paper): with ``[generator] context_tokens`` > 0 each
+  passage is first cut to its sentences that bear most on the question, that many tokens for
+  all passages together (:func:`preqrag.selection.select_sentences`, scored by the pipeline's
+  cross-encoder), as the default generator does: a 1.5B model on a CPU prefills ~110 tokens/s,
+  so an 8k-token context costs over a minute per answer. ``context_tokens = 0`` keeps the
+  paper's whole passages (docs/preset-dota.md has the rows of both).
 * Generation: the Fig. 5 prompt, one user message (that text is the LiveRAG
   ``final_prompt``); the answer is cut to ``generator.max_words`` (300) words, LiveRAG's cap
   (§4.2, Table 3 "300-word cap"). Decoding is greedy by default (``[generator] temperature =
@@ -22,6 +28,7 @@ from ...answering import answer_options, repair_answer
 from ...config import GeneratorConfig
 from .settings import DotaConfig
 from ...generation import CHAT_TEMPLATE_MARGIN, Generated, truncate_tokens, truncate_words
+from ...selection import select_sentences
 from ...text import llm_window, token_counter
 from ...stages import LLM, LLMError
 
@@ -93,16 +100,20 @@ class DotaGenerator:
     Args:
         llm: the shared LLM (``count_tokens`` and ``context_window`` used when present, else
             :func:`preqrag.generation.approx_tokens` and 4096).
-        cfg: ``[generator]`` (``max_new_tokens``, ``max_words``).
-        dota: ``[dota]`` (``context_tokens``).
+        cfg: ``[generator]`` (``max_new_tokens``, ``max_words``, ``context_tokens``: > 0, the
+            passages' answer-bearing sentences in that many tokens; 0, whole passages).
+        dota: ``[dota]`` (``context_tokens``: the §2.4 budget the passages are cut to).
+        sentence_scorer: a cross-encoder (``score(pairs) -> ndarray (n,)``) choosing the
+            sentences, or None (question-word overlap).
     """
 
     name = "dota"
 
-    def __init__(self, llm: LLM, cfg: GeneratorConfig, dota: DotaConfig):
+    def __init__(self, llm: LLM, cfg: GeneratorConfig, dota: DotaConfig, sentence_scorer=None):
         self.llm = llm
         self.cfg = cfg
         self.dota = dota
+        self.sentence_scorer = sentence_scorer
 
     def generate(self, questions: list[str], contexts: list[list[str]],
                  extras: list[dict] | None = None) -> list[Generated]:
@@ -110,15 +121,24 @@ class DotaGenerator:
         count = token_counter(llm)
         window = llm_window(llm)
         room = window - self.cfg.max_new_tokens - CHAT_TEMPLATE_MARGIN
+        notes: list[list[str]] = [[] for _ in questions]
+        if self.cfg.context_tokens:  # each passage's answer-bearing sentences (preqrag.selection)
+            ce = self.sentence_scorer
+            score = (lambda q, ss: ce.score([(q, x) for x in ss]) if ss else []) if ce is not None else None
+            by = "by the cross-encoder" if ce is not None else "by question words"
+            selected = [select_sentences(q, c, max_tokens=self.cfg.context_tokens, count=count, scorer=score)
+                        for q, c in zip(questions, contexts)]
+            contexts = [c for c, _ in selected]
+            notes = [[f"selected {t}, {by}" for t in n] for _, n in selected]
         fitted = [aggregate(q, c, count=count, budget=self.dota.context_tokens, room=room)
                   for q, c in zip(questions, contexts)]
         replies = llm.chat_many([[{"role": "user", "content": text}] for text, _ in fitted],
                                 max_tokens=self.cfg.max_new_tokens, **answer_options(self.cfg))
         out = []
-        for q, c, (text, cuts), r in zip(questions, contexts, fitted, replies):
+        for q, c, (text, cuts), r, picked in zip(questions, contexts, fitted, replies, notes):
             fallbacks: tuple[str, ...] = ()
             if not isinstance(r, LLMError):  # a looping answer is repaired, and that recorded
                 r, why = repair_answer(q, truncate_words(r, self.cfg.max_words), c, self.cfg.max_words)
                 fallbacks = (why,) if why else ()
-            out.append(Generated(text, r, [f"generate: {t}" for t in cuts], fallbacks=fallbacks))
+            out.append(Generated(text, r, [f"generate: {t}" for t in picked + cuts], fallbacks=fallbacks))
         return out

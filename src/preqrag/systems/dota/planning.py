@@ -250,14 +250,18 @@ class NamespaceRouter:
 
         ``namespaces`` is the top-``route_top_n`` of the valid votes, or ``[]`` (search
         everything) with fallback ``route: no valid vote`` when none parsed. Each discarded
-        vote adds ``route vote V: <reason>``. One ``chat_many`` call per vote, over the batch.
+        vote adds ``route vote V: <reason>``. One ``chat_many`` call for every vote of the batch,
+        vote ``v`` seeded ``route_seed + v``: a batching backend prefills each question's routing
+        prompt once for all its votes (:class:`preqrag.llm.batching.BatchDecoder`).
         """
-        requests = [self.messages(q) for q in questions]
+        votes = self.cfg.route_votes
+        requests = [self.messages(q) for q in questions for _ in range(votes)]
         schema = route_schema(self.namespaces, self.cfg.route_max_new_tokens)
-        per_vote = [self.llm.chat_many(requests, max_tokens=self.cfg.route_max_new_tokens,
-                                       temperature=self.cfg.route_temperature, seed=self.cfg.route_seed + v,
-                                       schema=schema)
-                    if requests else [] for v in range(self.cfg.route_votes)]
+        replies = self.llm.chat_many(requests, max_tokens=self.cfg.route_max_new_tokens,
+                                     temperature=self.cfg.route_temperature, schema=schema,
+                                     seed=[self.cfg.route_seed + v for _ in questions for v in range(votes)]
+                                     ) if requests else []
+        per_vote = [replies[v::votes] for v in range(votes)]
         out = []
         for i in range(len(questions)):
             votes: list[list[str]] = []

@@ -46,8 +46,9 @@ from ...stages import LLM, LLMError
 from ...text import cap_tokens, content_words, llm_window, split_sentences, token_counter
 from .clustering import cluster_nuggets, embed_texts
 from ...llm.structured import chat_grouped
-from .nuggets import (NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, Nugget, fallback_nugget, nugget_schema,
-                      parse_nugget_reply)
+from .nuggets import (MAX_NUGGETS_PER_PASSAGE, NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, NUMBER_REPLY_TOKENS,
+                      NUMBERED_FORMAT, Nugget, fallback_nugget, nugget_schema, number_schema, numbered_passage,
+                      parse_number_reply, parse_nugget_reply)
 from .pairwise import PairScorer, pairwise_order
 
 # Appendix B.3, verbatim.
@@ -160,6 +161,11 @@ class GingerGenerator:
         return np.array([[2 * len(x & y) / max(1, len(x) + len(y)) for y in wb] for x in wa])
 
     def _nugget_requests(self, questions: list[str], contexts: list[list[str]], count, window: int):
+        """The nugget calls of a batch: ``(requests, slots, cuts, excerpts)``; a request is
+        ``(messages, max_tokens, schema)``, its slot ``(question, passage)``; ``excerpts[slot]``
+        the numbered sentences it offers (``nugget_reply = "numbers"``)."""
+        if self.cfg.nugget_reply == "numbers":
+            return self._numbered_requests(questions, contexts, count, window)
         requests, slots, cuts = [], [], [[] for _ in questions]
         fixed = count(NUGGET_SYSTEM) + CHAT_TEMPLATE_MARGIN + 16
         for qi, (q, passages) in enumerate(zip(questions, contexts)):
@@ -182,7 +188,31 @@ class GingerGenerator:
                 requests.append((_messages(NUGGET_SYSTEM, NUGGET_USER.format(query=qtext, passage=ptext)
                                            + NUGGET_FORMAT), max_new, schema))
                 slots.append((qi, pi))
-        return requests, slots, cuts
+        return requests, slots, cuts, {}
+
+    def _numbered_requests(self, questions: list[str], contexts: list[list[str]], count, window: int):
+        """``nugget_reply = "numbers"``: each passage as numbered sentences, one schema and
+        reply budget for the whole batch (one batched call)."""
+        texts, slots, cuts, excerpts = [], [], [[] for _ in questions], {}
+        fixed = count(NUGGET_SYSTEM) + count(NUMBERED_FORMAT) + CHAT_TEMPLATE_MARGIN + NUMBER_REPLY_TOKENS + 16
+        for qi, (q, passages) in enumerate(zip(questions, contexts)):
+            qtext, cut = cap_tokens(q, self.cfg.max_question_tokens, count)
+            if cut:
+                cuts[qi].append(f"generate: nuggets: question cut to {self.cfg.max_question_tokens} tokens")
+            for pi, p in enumerate(passages):
+                ptext, pcut = cap_tokens(p, max(16, window - fixed - count(qtext)), count)
+                shown, offered = numbered_passage(ptext)
+                if not offered:
+                    continue
+                if pcut:
+                    cuts[qi].append(f"generate: nuggets: passage {pi + 1}: {count(p)} -> {count(ptext)} tokens")
+                texts.append(NUGGET_USER.format(query=qtext, passage=shown)
+                             + NUMBERED_FORMAT.format(k=MAX_NUGGETS_PER_PASSAGE))
+                excerpts[(qi, pi)] = offered
+                slots.append((qi, pi))
+        schema = number_schema(max((len(e) for e in excerpts.values()), default=1))
+        requests = [(_messages(NUGGET_SYSTEM, t), NUMBER_REPLY_TOKENS, schema) for t in texts]
+        return requests, slots, cuts, excerpts
 
     def _chat(self, requests: list[tuple]) -> list[str | LLMError]:
         """``chat_many`` grouped by reply budget and schema (one call per distinct pair);
@@ -223,14 +253,17 @@ class GingerGenerator:
         fallbacks: list[list[str]] = [[] for _ in questions]
 
         # 1. nugget detection, all passages of the batch in one chat_many per reply budget
-        requests, slots, truncations = self._nugget_requests(questions, contexts, count, window)
+        requests, slots, truncations, offered = self._nugget_requests(questions, contexts, count, window)
         replies = self._chat(requests)
         nuggets: list[list[Nugget]] = [[] for _ in questions]
         for (qi, pi), reply in zip(slots, replies):
             if isinstance(reply, LLMError):
                 fallbacks[qi].append(f"nuggets: passage {pi + 1}: llm error: {reply}")
                 continue
-            found, rejected = parse_nugget_reply(reply, contexts[qi][pi], pi)
+            if (qi, pi) in offered:
+                found, rejected = parse_number_reply(reply, offered[(qi, pi)], contexts[qi][pi], pi)
+            else:
+                found, rejected = parse_nugget_reply(reply, contexts[qi][pi], pi)
             if rejected:
                 fallbacks[qi].append(f"nuggets: passage {pi + 1}: dropped {len(rejected)} "
                                      f"({', '.join(sorted(set(rejected)))})")

@@ -198,6 +198,66 @@ def nugget_schema(passage: str, count=None, max_tokens: int | None = None) -> tu
     return string_list_field(NUGGETS_KEY, min_items=1, max_items=k, enum=excerpts), NUGGET_ITEM_TOKENS + k * longest
 
 
+NUMBERED_FORMAT = ('\nThe passage\'s sentences are numbered. Reply with JSON: {{"nuggets": [<the numbers of '
+                   'the sentences that respond to the query, at most {k}>]}}')
+"""Not in the paper: appended to the user message when ``[ginger] nugget_reply = "numbers"``
+(the default): the passage is shown as its numbered sentences (:func:`numbered_passage`) and the
+reply names sentences by number (:func:`number_schema`), ~15 reply tokens instead of the
+sentences copied out (~100-150 tokens a passage, each one a decoding step). The nuggets are the
+same kind (whole verbatim sentences, :func:`candidate_excerpts`); only the reply is shorter."""
+MAX_NUMBERED = 40
+"""Sentences of a passage offered by number (a longer passage's later sentences are left out)."""
+NUMBER_REPLY_TOKENS = 32
+"""Reply budget of a numbered nugget call: ``{"nuggets": [12, 3, 27]}`` takes ~15 tokens."""
+
+
+def numbered_passage(passage: str) -> tuple[str, list[str]]:
+    """``(text, excerpts)``: the passage's sentences (:func:`candidate_excerpts`, at most
+    :data:`MAX_NUMBERED`), one per line as ``[i] sentence``, and the excerpts in that order."""
+    excerpts = candidate_excerpts(passage)[:MAX_NUMBERED]
+    return "\n".join(f"[{i}] {e}" for i, e in enumerate(excerpts, 1)), excerpts
+
+
+def number_schema(n: int) -> dict:
+    """Reply schema of a numbered nugget call: ``{"nuggets": [...]}``, 1..
+    :data:`MAX_NUGGETS_PER_PASSAGE` integers, each one of 1..``n`` (a JSON Schema ``enum``). One
+    schema serves a batch (``n`` = its longest passage's sentence count), so the calls decode
+    together; a number beyond a shorter passage's sentences is rejected when parsed."""
+    item = {"type": "integer", "enum": list(range(1, max(1, n) + 1))}
+    return {"type": "object",
+            "properties": {NUGGETS_KEY: {"type": "array", "items": item, "minItems": 1,
+                                         "maxItems": MAX_NUGGETS_PER_PASSAGE}},
+            "required": [NUGGETS_KEY], "additionalProperties": False}
+
+
+def parse_number_reply(reply: str, excerpts: list[str], passage: str,
+                       passage_index: int) -> tuple[list[Nugget], list[str]]:
+    """The verbatim nuggets a numbered reply (:func:`number_schema`) names: sentence ``i`` is
+    ``excerpts[i - 1]``, kept as the passage's own span (:func:`keep_verbatim`). A number that is
+    not one of the passage's sentences is rejected (``no such sentence``), a repeat too
+    (``duplicate``).
+
+    Returns:
+        ``(nuggets, rejected)`` as :func:`parse_nugget_reply`.
+    """
+    from ...llm.structured import json_field
+
+    items, err = json_field(reply, NUGGETS_KEY, list)
+    if err:
+        return [], [err]
+    if not items:
+        return [], ["no nuggets"]
+    chosen: list[str] = []
+    rejected: list[str] = []
+    for x in items:
+        if isinstance(x, bool) or not isinstance(x, int) or not 1 <= x <= len(excerpts):
+            rejected.append("no such sentence")
+        else:
+            chosen.append(excerpts[x - 1])
+    found, more = keep_verbatim(chosen, passage, passage_index)
+    return found, rejected + more
+
+
 def parse_nugget_reply(reply: str, passage: str, passage_index: int) -> tuple[list[Nugget], list[str]]:
     """The verbatim nuggets of a structured nugget reply (:func:`nugget_schema`).
 

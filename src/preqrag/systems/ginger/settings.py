@@ -32,9 +32,16 @@ class GingerConfig(_Section):
         "Head of the pointwise ranking reranked pairwise (the paper's k; §4.3, Table 2: k=40 submitted, k=20 "
         "scored 0.404 vs 0.397). Scaled down to 20: DuoT5 costs k(k-1) pair scores."))
     pairwise_batch_size: int = Field(8, ge=1, description="DuoT5: pairs per forward pass.")
+    nugget_reply: Literal["numbers", "excerpts"] = Field("numbers", description=(
+        "How a nugget reply names the passage's relevant sentences (not in the paper, whose LLM copies the "
+        "passage with <START>/</END> tags): 'numbers', the passage shown as numbered sentences and the reply "
+        "their numbers (~15 tokens; preqrag.systems.ginger.nuggets.number_schema), or 'excerpts', the "
+        "sentences copied out as JSON (~100-150 tokens a passage; nugget_schema). The nuggets are the same "
+        "verbatim sentences either way (docs/preset-ginger.md has the rows of both)."))
     nugget_max_new_tokens: int = Field(512, ge=16, description=(
-        "Tokens a nugget reply may use: the reply lists up to 3 of the passage's sentences as JSON "
-        "(preqrag.systems.ginger.nuggets.nugget_schema), and only sentences that fit this budget are offered."))
+        "nugget_reply = 'excerpts': tokens a nugget reply may use: the reply lists up to 3 of the passage's "
+        "sentences as JSON (preqrag.systems.ginger.nuggets.nugget_schema), and only sentences that fit this "
+        "budget are offered."))
     clustering: Literal["agglomerative", "bertopic"] = Field("agglomerative", description=(
         "Nugget clustering (§3.2): 'bertopic' (the paper's BERTopic, UMAP + HDBSCAN, needs `pip install "
         "bertopic`) or 'agglomerative' (scikit-learn, average linkage on cosine distance of the index "
