@@ -90,7 +90,7 @@ def main(argv=None) -> int:
             build_s = time.perf_counter() - t
             t = time.perf_counter()
             r = DenseRetriever(path, ids, index.encoder, cfg=icfg)
-            r._load()
+            r.warm_up()
             open_s = time.perf_counter() - t
             found = r.search_vectors(qvec, args.top_k)
             top10 = [set(x.ids[:10]) for x in found]

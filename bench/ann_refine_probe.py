@@ -45,9 +45,9 @@ def main(argv=None) -> int:
     d = Path(args.workdir)
     q = np.load(d / "queries.npy")
     n = sum(np.load(f, mmap_mode="r").shape[0] for f in _shards(d))
-    flat = DenseRetriever(d / "flat.faiss", _RowIds(n), encoder=None, cfg=IndexConfig())._load()
+    flat = DenseRetriever(d / "flat.faiss", _RowIds(n), encoder=None, cfg=IndexConfig()).faiss_index
     base = DenseRetriever(d / f"{args.base}.faiss", _RowIds(n), encoder=None,
-                          cfg=IndexConfig(dense_index=args.base))._load()
+                          cfg=IndexConfig(dense_index=args.base)).faiss_index
     exact = [set(r) for r in flat.search(q, 10)[1].tolist()]
     refined = faiss.IndexRefine(base, flat)
     rows = []

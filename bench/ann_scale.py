@@ -16,7 +16,7 @@ skips the rest:
    fixed-seed sample as scale.py; encoded once with WordLlama).
 4. **Each type** in ``--types`` (``hnsw``, ``hnsw-sq8``, ``ivf-sq8``, ``ivf-pq``, ``T+rflat`` = ``refine = "flat"``;
    :func:`scale.type_config`): built in a child process from the shard files (seconds, the child's
-   peak RSS = its own ``VmHWM``, scale.py's ``_peak_mb``), then served in another child: :class:`DenseRetriever` opens it
+   peak RSS = its own ``VmHWM``, bench/_common.py's ``peak_mb``), then served in another child: :class:`DenseRetriever` opens it
    memory-mapped (``open_seconds``) and searches the query vectors one at a time at each search-time
    setting of :data:`SWEEP` (p50 / p95 ms of one ``search_vectors`` call, query encoding excluded;
    FAISS's OpenMP threads left at the machine's default), recall@10 = mean share of the exact top-10
@@ -49,7 +49,8 @@ from pathlib import Path
 import numpy as np
 
 from _common import machine, pct, placeholders, recall_vs  # noqa: E402
-from scale import _peak_mb, _status_mb, generate, type_config  # noqa: E402
+from _common import peak_mb, status_mb  # noqa: E402
+from scale import generate, type_config  # noqa: E402
 
 HERE = Path(__file__).resolve()
 TARGET = {"recall@10": 0.95, "p50_ms": 10.0}
@@ -103,7 +104,7 @@ def child_build(work: str, kind: str, ef_construction: str = "", reuse_base: str
     # built in memory only grows, so the last call's peak is the build's)
     before = info.get("resumed", {}).get("seconds_before", 0.0)
     print(json.dumps({"info": info, "build_seconds": round(time.perf_counter() - t + before, 1),
-                      "build_peak_rss_mb": _peak_mb()}))
+                      "build_peak_rss_mb": peak_mb()}))
 
 
 def child_refine(d: Path, kind: str, cfg, files: list[Path], dim: int) -> None:
@@ -130,7 +131,7 @@ def child_refine(d: Path, kind: str, cfg, files: list[Path], dim: int) -> None:
     t = time.perf_counter()
     base = faiss.read_index(str(d / f"{base_kind}.faiss"))
     write_flat_index(files, d / f"{kind}.faiss", dim, n, base=base)
-    seconds, peak = time.perf_counter() - t, _peak_mb()
+    seconds, peak = time.perf_counter() - t, peak_mb()
     info.update({"type": kind, "factory": factory_string(base_kind, n, dim, cfg),
                  "base_reused": {"file": f"{base_kind}.faiss", "build_seconds": base_built["build_seconds"],
                                  "build_peak_rss_mb": base_built["build_peak_rss_mb"],
@@ -162,7 +163,7 @@ def child_serve(work: str, kind: str) -> None:
     base = type_config(kind, q.shape[1])
     t = time.perf_counter()
     dense = DenseRetriever(d / f"{kind}.faiss", _RowIds(n), encoder=None, cfg=base)
-    dense._load()
+    dense.warm_up()
     open_s = time.perf_counter() - t
     # first-call costs and page faults out of the figures: every query once at the sweep's widest
     # setting (touches the pages the timed searches will read; the index file stays memory-mapped)
@@ -179,9 +180,9 @@ def child_serve(work: str, kind: str) -> None:
         top = [[int(x) for x in r.ids] for r in dense.search_vectors(q, 10)]
         rows.append({"setting": setting, "dense_p50_ms": round(pct(ms, 50), 3), "dense_p95_ms": round(pct(ms, 95), 3),
                      "top10": top})
-    print(json.dumps({"open_seconds": round(open_s, 3), "settings": rows, "serve_rss_mb": _status_mb("RssAnon"),
-                      "factory": _factory(dense._load()),
-                      "serve_peak_rss_mb": _peak_mb()}))
+    print(json.dumps({"open_seconds": round(open_s, 3), "settings": rows, "serve_rss_mb": status_mb("RssAnon"),
+                      "factory": _factory(dense.faiss_index),
+                      "serve_peak_rss_mb": peak_mb()}))
 
 
 def _factory(index) -> str:

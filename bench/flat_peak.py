@@ -6,7 +6,7 @@
    ``emb_00000.npy``, ... of :data:`preqrag.index.SHARD` rows each. The flat build's memory
    does not depend on the vectors' values, so random vectors stand in for encoded passages
    (dim 256: WordLlama's, as in the 5M rows of docs/results/scale.md).
-2. In a child process (its own peak RSS: ``VmHWM``, bench/scale.py's ``_peak_mb``; rows before
+2. In a child process (its own peak RSS: ``VmHWM``, bench/bench/_common.py's ``peak_mb``; rows before
    2026-11-26 recorded ``ru_maxrss``, an upper bound of it), builds the index exactly as
    ``preqrag index`` does: :func:`preqrag.retrieval.dense.build_faiss` with the default
    ``[index]`` settings (flat), from the list of vector files.
@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import machine, placeholders  # noqa: E402
-from scale import _peak_mb  # noqa: E402
+from _common import peak_mb  # noqa: E402
 
 
 def write_vectors(out: Path, n: int, dim: int, rows: int) -> list[Path]:
@@ -55,7 +55,7 @@ def child(vectors: str, out: str) -> None:
     info = build_faiss(files, out)
     seconds = time.perf_counter() - t
     print(json.dumps({"info": info, "seconds": round(seconds, 1),
-                      "peak_rss_mb": _peak_mb()}))
+                      "peak_rss_mb": peak_mb()}))
 
 
 def check(index_path: Path, vectors: Path, n: int) -> dict:

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from _common import machine  # noqa: E402
-from serve_load import _free_port, _get, wait_ready  # noqa: E402
+from _common import free_port, http_get, wait_ready  # noqa: E402
 
 from preqrag.io import atomic_write_text  # noqa: E402
 
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out", type=Path, required=True)
     args = ap.parse_args(argv)
 
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tempfile.NamedTemporaryFile(prefix="fuzz_serve_", suffix=".log", delete=False)
     cmd = [sys.executable, "-m", "preqrag.cli", "serve", "--index", str(args.index), "--port", str(port)]
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
                                 "--request-timeout", "600", "--no-color"],
                                capture_output=True, text=True, timeout=args.max_seconds, cwd=work)
         wall = time.perf_counter() - t
-        alive = server.poll() is None and _get(f"{url}/healthz") == 200
+        alive = server.poll() is None and http_get(f"{url}/healthz") == 200
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -158,7 +158,7 @@ def _pool_rows(args, base_traces, dense_traces, test_qs, model_dir, work):
 
     # the check: base vectors of the pool rows, base query vectors -> the full-corpus dense top-10
     base_path = work / "base.faiss"
-    build_faiss(index.dense._load().reconstruct_batch(rows).astype(np.float32), base_path)
+    build_faiss(index.dense.faiss_index.reconstruct_batch(rows).astype(np.float32), base_path)
     got = DenseRetriever(base_path, pool, index.encoder).search([q.question for q in test_qs], 10)
     for q, r in zip(test_qs, got):
         want = dense_traces[q.key].rankings["dense"][0].ids[:10]

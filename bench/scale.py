@@ -11,7 +11,7 @@ For each size N (``--sizes``, passages):
    DIR --config scale.toml`` where scale.toml sets ``[embedder] name = "wordllama"`` (the static
    WordLlama encoder: encoding N passages with all-MiniLM-L6-v2 would take N/16 s here, ~3.6 days
    at 5M) and ``[index] dense_index = "flat"``. Phase seconds from the manifest; peak RSS = the
-   child's own ``VmHWM`` (:func:`_peak_mb`; rows before 2026-11-26 10:00 UTC: ``ru_maxrss``, which
+   child's own ``VmHWM`` (:func:`_common.peak_mb`; rows before 2026-11-26 10:00 UTC: ``ru_maxrss``, which
    starts at the parent's RSS). The other dense types (``--types``) are built from the
    flat index's vectors (written once as memory-mapped ``.npy`` files) with
    :func:`preqrag.retrieval.dense.build_faiss`, each in its own child (its seconds and peak RSS);
@@ -56,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, pct, recall_vs  # noqa: E402
+from _common import machine, pct, peak_mb, recall_vs, status_mb  # noqa: E402
 
 HERE = Path(__file__).resolve()
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -110,7 +110,7 @@ def generate(source: Path, n: int, seed: int, out: Path) -> dict:
 # ---------------------------------------------------------------------------------------- children
 def run_child(args: list[str], out_json: Path | None = None) -> tuple[dict | None, float, float]:
     """Run a child process; (its JSON on stdout or in ``out_json``, wall seconds, its peak RSS in MB as
-    it reported it: :func:`_peak_mb` of its own process)."""
+    it reported it: :func:`_common.peak_mb` of its own process)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate()
@@ -122,28 +122,13 @@ def run_child(args: list[str], out_json: Path | None = None) -> tuple[dict | Non
     return data, wall, peak
 
 
-def _peak_mb() -> float:
-    """This process's peak resident memory in MB: ``VmHWM`` of /proc/self/status, the high-water
-    mark of its own address space. Not ``ru_maxrss``: Linux carries a forked child's copy of its
-    parent's pages into that figure across ``exec``, so a child's ``ru_maxrss`` is at least its
-    parent's RSS at the fork (a 2,000-vector build reported the parent's 687 MB)."""
-    return _status_mb("VmHWM")
-
-
-def _status_mb(field: str) -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return round(int(line.split()[1]) / 1024, 1)
-    return float("nan")
-
-
 def child_build(corpus: str, index: str, config: str) -> None:
     """Child: the production build (same code as `preqrag index`), manifest + own peak RSS."""
     from preqrag.config import load_config
     from preqrag.index import build_index
 
     m = build_index(corpus, index, load_config(config))
-    print(json.dumps({"manifest": m, "_peak_rss_mb": _peak_mb()}))
+    print(json.dumps({"manifest": m, "_peak_rss_mb": peak_mb()}))
 
 
 def type_config(kind: str, dim: int):
@@ -165,7 +150,7 @@ def child_dense(vectors_dir: str, out: str, kind: str) -> None:
     dim = np.load(files[0], mmap_mode="r").shape[1]
     t = time.perf_counter()
     info = build_faiss(files, out, type_config(kind, dim))
-    print(json.dumps({"info": info, "seconds": time.perf_counter() - t, "_peak_rss_mb": _peak_mb()}))
+    print(json.dumps({"info": info, "seconds": time.perf_counter() - t, "_peak_rss_mb": peak_mb()}))
 
 
 def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_file: str) -> None:
@@ -179,8 +164,8 @@ def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_fil
     t = time.perf_counter()
     idx = Index.open(index, cfg)
     dense = DenseRetriever(faiss_path, idx.passage_ids, idx.encoder, cfg=type_config(kind, idx.encoder.dim))
-    dense._load()
-    idx.sparse._load()
+    dense.warm_up()
+    idx.sparse.warm_up()
     open_s = time.perf_counter() - t
     qvec = idx.encoder.encode(qs, is_query=True)
     idx.sparse.search(qs[:2], 10)  # first-call costs out of the figures
@@ -209,7 +194,7 @@ def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_fil
         sweep[value] = {"dense_p50_ms": round(pct(ms, 50), 3), "dense_p95_ms": round(pct(ms, 95), 3),
                         "top10": [r.ids for r in dense.search_vectors(qvec, 10)]}
     dense.cfg = base_cfg
-    serve_rss, serve_vmrss = _status_mb("RssAnon"), _status_mb("VmRSS")  # before numba is imported
+    serve_rss, serve_vmrss = status_mb("RssAnon"), status_mb("VmRSS")  # before numba is imported
     numba_row = {}
     if importlib.util.find_spec("numba") is not None:  # [index] bm25_backend = "numba", same index
         from preqrag.retrieval.bm25 import BM25Retriever
@@ -229,7 +214,7 @@ def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_fil
         "dense_p50_ms": round(pct(d1, 50), 3), "dense_p95_ms": round(pct(d1, 95), 3),
         "dense_b16_p50_ms": round(pct(d16, 50), 3), "dense_b16_p95_ms": round(pct(d16, 95), 3),
         "serve_rss_mb": serve_rss, "serve_vmrss_mb": serve_vmrss,
-        "_peak_rss_mb": _peak_mb()}))
+        "_peak_rss_mb": peak_mb()}))
 
 
 # ---------------------------------------------------------------------------------------- parent

@@ -31,7 +31,6 @@ import argparse
 import datetime
 import json
 import queue
-import socket
 import statistics
 import subprocess
 import sys
@@ -42,54 +41,13 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from _common import machine, pct  # noqa: E402
+from _common import free_port, http_post, machine, pct, wait_ready  # noqa: E402
 
 from preqrag.config import load_config  # noqa: E402
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO.parent / "shared" / "liverag-bench"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _post(url: str, body: dict, timeout: float) -> tuple[int, dict | None, dict]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            return r.status, json.loads(r.read()), dict(r.headers)
-    except urllib.error.HTTPError as e:
-        raw = e.read()
-        try:
-            return e.code, json.loads(raw), dict(e.headers)
-        except json.JSONDecodeError:
-            return e.code, None, dict(e.headers)
-
-
-def _get(url: str) -> int:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as r:
-            return r.status
-    except urllib.error.HTTPError as e:
-        return e.code
-
-
-def wait_ready(proc: subprocess.Popen, url: str, log: Path | str) -> None:
-    """Poll ``url/healthz`` until 200; exit with the log's name if the server process ends first."""
-    while True:
-        if proc.poll() is not None:
-            raise SystemExit(f"preqrag serve exited with {proc.returncode}; see {log}")
-        try:
-            if _get(f"{url}/healthz") == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
 
 
 def load_run(url: str, requests: list[dict], clients: int, timeout: float) -> tuple[list[dict], float]:
@@ -108,7 +66,7 @@ def load_run(url: str, requests: list[dict], clients: int, timeout: float) -> tu
                 return
             t = time.perf_counter()
             try:
-                status, body, headers = _post(f"{url}/v1/answer", r, timeout)
+                status, body, headers = http_post(f"{url}/v1/answer", r, timeout)
             except Exception as e:  # noqa: BLE001 - a lost request is a finding, not a crash
                 status, body, headers = None, {"error": "client", "message": f"{type(e).__name__}: {e}"}, {}
             rec = {"id": r["id"], "question": r["question"], "status": status,
@@ -152,7 +110,7 @@ def main(argv=None) -> int:
     date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
 
     # ---- 1-3: the server under load
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     serve_cmd = [sys.executable, "-m", "preqrag.cli", "serve", "--index", args.index, "--port", str(port),
                  "--max-queue", str(args.max_queue), "--timeout", str(args.timeout), "--log-level", "warning"]

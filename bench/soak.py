@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from _common import machine, pct  # noqa: E402
-from serve_load import _free_port, _post, wait_ready  # noqa: E402
+from _common import free_port, http_post, wait_ready  # noqa: E402
 
 from preqrag.io import atomic_write_text, read_questions  # noqa: E402
 
@@ -129,7 +129,7 @@ def main(argv=None) -> int:
 
     questions = [{"id": q.id, "question": q.question} for q in read_questions(args.questions)[0]]
     plan = make_requests(questions, args.requests, args.answer_every, args.disconnect_every, args.seed)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = tempfile.NamedTemporaryFile(prefix="soak_serve_", suffix=".log", delete=False)
     cmd = [sys.executable, "-m", "preqrag.cli", "serve", "--index", str(args.index), "--port", str(port),
@@ -162,7 +162,7 @@ def main(argv=None) -> int:
                     rec = {"i": req["i"], "kind": req["kind"], "outcome": "wrong", "why": f"hang_up: {e}"}
             else:
                 try:
-                    status, body, _ = _post(url + req["path"], req["body"], args.timeout)
+                    status, body, _ = http_post(url + req["path"], req["body"], args.timeout)
                 except Exception as e:  # noqa: BLE001 - a lost request is a finding
                     status, body = None, {"error": f"client: {type(e).__name__}: {e}"}
                 why = check(req, status, body)
@@ -188,7 +188,7 @@ def main(argv=None) -> int:
     rss["end"] = rss_mb(server.pid)
     with __import__("urllib.request").request.urlopen(f"{url}/v1/stats", timeout=30) as r:
         stats = json.loads(r.read())
-    alive_status, alive_body, _ = _post(f"{url}/v1/answer", {"question": questions[0]["question"], "id": "after"},
+    alive_status, alive_body, _ = http_post(f"{url}/v1/answer", {"question": questions[0]["question"], "id": "after"},
                                         args.timeout)
     server.terminate()
     server.wait(timeout=60)

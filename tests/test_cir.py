@@ -356,3 +356,13 @@ def test_answer_schema_floor_of_sentences_is_capped_by_the_budget():
     assert bounds(8, 1024, 2) == (2, 3)
     assert bounds(8, 1024) == (1, 3)
     assert bounds(8, 512, 3) == (1, 1)
+
+
+def test_repeats_are_dropped_sentence_by_sentence():
+    """A looping CIR reply repeats a sentence inside a later JSON item: each sentence is said once,
+    and an item left empty goes with its citations."""
+    from preqrag.systems.cir.generator import drop_repeats
+
+    items = [("Fish are dried. They are also canned.", [1]), ("They are also canned. Salt keeps them.", [2]),
+             ("Fish are dried.", [3])]
+    assert drop_repeats(items) == [("Fish are dried. They are also canned.", [1]), ("Salt keeps them.", [2])]

@@ -137,7 +137,7 @@ def test_build_index_records_the_type_and_open_uses_it(small_corpus, test_config
     index = Index.open(out, cfg)
     import faiss
 
-    assert isinstance(index.dense._load(), faiss.IndexHNSW)
+    assert isinstance(index.dense.faiss_index, faiss.IndexHNSW)
     q = small_corpus[2][0]["question"]
     (found,) = index.dense.search([q], 5)
     assert len(found.ids) == 5 and found.scores == sorted(found.scores, reverse=True)

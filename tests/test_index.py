@@ -76,7 +76,7 @@ def test_dense_matches_brute_force_cosine(index, small_corpus):
     from conftest import encoder_atol
 
     n = len(index.passage_ids)
-    stored = index.dense._load().reconstruct_n(0, n)  # the flat index's rows, in passage order
+    stored = index.dense.faiss_index.reconstruct_n(0, n)  # the flat index's rows, in passage order
     assert stored.shape[0] == n and np.allclose(np.linalg.norm(stored, axis=1), 1.0, atol=1e-4)
     rows = list(range(0, n, 7))
     again = index.encoder.encode([index.passages[index.passage_ids[i]].text for i in rows], is_query=False)

@@ -58,7 +58,9 @@ def test_cache_keeps_greedy_and_seeded_calls_only(tmp_path):
 
         def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
             type(self).calls += len(requests)
-            return [f"{options.get('seed')}:{temperature}" for _ in requests]
+            seeds = options.get("seed")
+            seeds = seeds if isinstance(seeds, list) else [seeds] * len(requests)
+            return [f"{s}:{temperature}" for s in seeds]
 
     llm = CachedLLM(Counting(), tmp_path)
     msgs = [{"role": "user", "content": "q"}]
@@ -66,9 +68,13 @@ def test_cache_keeps_greedy_and_seeded_calls_only(tmp_path):
         assert llm.chat(msgs, max_tokens=4) == "None:0.0"
         assert [llm.chat(msgs, max_tokens=4, temperature=0.6, seed=s) for s in (0, 1)] == ["0:0.6", "1:0.6"]
     assert Counting.calls == 3 and llm.hits == 3
+    # one seed per request (DoTA's votes in one call): each request's seed is in its key, and only
+    # the misses reach the model, with their own seeds
+    assert llm.chat_many([msgs, msgs], max_tokens=4, temperature=0.6, seed=[1, 2]) == ["1:0.6", "2:0.6"]
+    assert Counting.calls == 4 and llm.hits == 4
     llm.chat(msgs, max_tokens=4, temperature=0.6)
     llm.chat(msgs, max_tokens=4, temperature=0.6)
-    assert Counting.calls == 5
+    assert Counting.calls == 6
 
 
 def test_chat_grouped_restores_order():
@@ -214,7 +220,7 @@ def test_dota_votes_carry_distinct_seeds_over_http(llama_server, monkeypatch):
         (names, fallbacks, raw), = NamespaceRouter(llm, DotaConfig(route_votes=4, route_seed=7)).route([MULTI])
     finally:
         llm.close()
-    assert [b["seed"] for b in rec.bodies] == [7, 8, 9, 10]
+    assert sorted(b["seed"] for b in rec.bodies) == [7, 8, 9, 10]  # one call, one seed per request
     # top_k is no OpenAI parameter: sent in the body for servers that read it (llama.cpp, vLLM)
     assert all(b["temperature"] == 0.6 and b["top_k"] == 20 for b in rec.bodies)
     assert not [f for f in fallbacks if "unparsable" in f], fallbacks
@@ -328,3 +334,20 @@ def test_nugget_budget_holds_the_longest_reply_the_grammar_allows(smollm2):
         worst = '{"%s": [%s]}' % (NUGGETS_KEY, ", ".join([_enum_spelling(longest)] * items["maxItems"]))
         assert smollm2.count_tokens(worst) <= budget, (limit, items["maxItems"], budget)
         json.loads(worst)
+
+
+def test_a_seed_list_gives_each_request_its_own_seed():
+    """``chat_many(..., seed=[...])``: one seed per request (chat_each, the sequential fallback of
+    every backend, passes each its own); a list of the wrong length is an error, not a guess."""
+    from preqrag.stages import chat_each, per_request_options
+
+    class Echo:
+        def chat(self, messages, *, max_tokens, temperature=0.0, seed=None, **options):
+            return f"{messages[0]['content']}/{seed}"
+
+    reqs = [[{"role": "user", "content": c}] for c in "ab"]
+    assert chat_each(Echo(), reqs, max_tokens=4, seed=[3, 5]) == ["a/3", "b/5"]
+    assert chat_each(Echo(), reqs, max_tokens=4, seed=9) == ["a/9", "b/9"]
+    assert per_request_options({"top_p": 0.5}, 2) == [{"top_p": 0.5}] * 2
+    with pytest.raises(ValueError, match="3 seeds for 2 requests"):
+        per_request_options({"seed": [1, 2, 3]}, 2)

@@ -153,7 +153,7 @@ def rows_in(client, collection: str) -> int:
 
 def _batches(index, batch_rows: int, start: int) -> Iterator[tuple[int, list[Passage], np.ndarray]]:
     """(first row, passages, unit-norm float32 vectors) of the embedded ``index``, from ``start``."""
-    faiss_index = index.dense._load()
+    faiss_index = index.dense.faiss_index
     n = len(index.passage_ids)
     for lo in range(start, n, batch_rows):
         hi = min(n, lo + batch_rows)
@@ -200,7 +200,7 @@ def load_collection(index_dir: str | Path, cfg, *, batch_rows: int = 1000, overw
         raise MilvusError(f"{index_dir} has a lossy {kind} dense index: its vectors cannot be read back exactly; "
                           "build an index with [index] dense_index = \"flat\" to load into Milvus")
     n = len(embedded.passage_ids)
-    dim = embedded.dense._load().d
+    dim = embedded.dense.faiss_index.d
     manifest = {"preqrag": 1, "source_index": str(index_dir.resolve()), "n_passages": n, "dim": dim,
                 "embedder": embedded.manifest["embedder"], "dense_index": cfg.index.milvus_dense_index,
                 "bm25": "milvus standard analyzer (no stemming, no stop words)"}

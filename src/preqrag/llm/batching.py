@@ -52,8 +52,9 @@ default, so a batched call penalises as a sequential ``create_chat_completion`` 
 MIN_SHARED_PREFIX = 16
 """Prompt tokens all of a call's requests must share before the shared prefix is prefilled once
 and copied into each sequence's KV stream (``llama_memory_seq_cp``): the chat template's system
-turn and the instruction before the passages (~55 tokens of Qwen2.5's answer prompt), or the
-whole prompt of DoTA-RAG's seeded votes."""
+turn and the instruction before the passages (~55 tokens of Qwen2.5's answer prompt). Requests
+with the whole same prompt (DoTA-RAG's seeded votes of one question) share it besides, whatever
+its length (:func:`_next_job`)."""
 
 DEFAULT_SAMPLING = {"top_k": 40, "top_p": 0.95, "min_p": 0.05, "repeat_penalty": 1.0}
 """llama-cpp-python's ``create_chat_completion`` defaults for what a call leaves unset."""

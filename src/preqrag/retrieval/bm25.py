@@ -301,6 +301,16 @@ class BM25Retriever:
         self._retriever = None
         self.facets = Facets(len(passage_ids))  # an Index gives its own (preqrag.retrieval.facets)
 
+    def warm_up(self) -> None:
+        """Load the bm25s index now rather than at the first search (memory-mapped with ``mmap``)."""
+        self._load()
+
+    @property
+    def bm25(self):
+        """The loaded ``bm25s.BM25`` (loaded on first use): for code that reads its score matrix
+        or vocabulary directly (DoTA-RAG's BM25 pruning)."""
+        return self._load()
+
     def _load(self):
         if self._retriever is None:
             import bm25s

@@ -505,6 +505,17 @@ class DenseRetriever:
         (:meth:`Facets.mask`)."""
         return self.facets.mask(filters, "dense retrieval")
 
+    def warm_up(self) -> None:
+        """Open the FAISS index now rather than at the first search (memory-mapped with ``[index]
+        mmap``)."""
+        self._load()
+
+    @property
+    def faiss_index(self):
+        """The FAISS index (``faiss.Index``), opened on first use: for code that reads it directly
+        (vectors by row with ``reconstruct_batch``, its ``d``, its factory string)."""
+        return self._load()
+
     def _load(self):
         if self._index is None:
             import faiss

@@ -34,7 +34,7 @@ from ...generation import Generated, fit_prompt, truncate_words
 from ...llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
 from ...selection import select_sentences
 from ...stages import LLM, LLMError
-from ...text import llm_window, token_counter
+from ...text import llm_window, split_sentences, token_counter
 from .settings import CIRConfig
 
 
@@ -278,6 +278,20 @@ def _complete_prefix(reply: str) -> Any:
     return None
 
 
+def drop_repeats(sentences: list[tuple[str, list[int]]]) -> list[tuple[str, list[int]]]:
+    """The answer's sentences, each said once: an item's text is split into sentences
+    (:func:`preqrag.text.split_sentences`; one JSON item may hold several) and a sentence already
+    said (same letters and digits, :func:`_key`) is dropped; an item left empty is dropped with
+    its citations."""
+    seen: set[str] = set()
+    out = []
+    for text, ids in sentences:
+        parts = [x for x in (split_sentences(text) or [text]) if not (_key(x) in seen or seen.add(_key(x)))]
+        if parts:
+            out.append((" ".join(parts), ids))
+    return out
+
+
 def join_sentences(sentences: list[tuple[str, list[int]]], max_words: int) -> tuple[str, list[tuple[str, list[int]]]]:
     """The answer text (sentences joined by spaces) cut to ``max_words`` words, and the
     citations of the sentences that are (wholly or partly, then cut) in it."""
@@ -395,8 +409,7 @@ class CIRGenerator:
                 sentences = parsed.sentences
                 why = degenerate(" ".join(t for t, _ in sentences))
                 if why is not None:  # a looping reply: each sentence once, in order
-                    seen: set[str] = set()
-                    sentences = [x for x in sentences if not (_key(x[0]) in seen or seen.add(_key(x[0])))]
+                    sentences = drop_repeats(sentences)
                     fallbacks.append(f"generate: degenerate answer ({why}); repeats removed")
                 answer, cites = join_sentences(sentences, self.cfg.max_words)
             out.append(Generated(f.text, answer, truncations, cites, parsed.removed, tuple(fallbacks),

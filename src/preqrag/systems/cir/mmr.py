@@ -256,7 +256,7 @@ def index_passage_vectors(index, cfg) -> PassageVectorsFn:
         def stored(ids: list[str], texts: list[str]) -> np.ndarray:
             if not state:
                 state["rows"] = {pid: i for i, pid in enumerate(dense.passage_ids)}
-                state["faiss"] = dense._load()  # the retriever's own loaded index: read once, shared
+                state["faiss"] = dense.faiss_index  # the retriever's own loaded index: read once, shared
             rows = np.asarray([state["rows"][pid] for pid in ids], dtype=np.int64)
             return np.asarray(state["faiss"].reconstruct_batch(rows), dtype=np.float32)
 

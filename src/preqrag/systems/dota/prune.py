@@ -46,7 +46,7 @@ class BM25PruneStep:
 
     def warm_up(self) -> None:
         """Load the bm25s index now."""
-        self.sparse._load()
+        self.sparse.warm_up()
 
     def scores(self, query: str, ids: list[str]) -> np.ndarray:
         """BM25 score of ``query`` for each passage in ``ids`` (float32, ``len(ids)``); 0 for a
@@ -55,7 +55,7 @@ class BM25PruneStep:
         Raises:
             KeyError: a passage id not in the index.
         """
-        bm25 = self.sparse._load()
+        bm25 = self.sparse.bm25
         if self._row is None:
             self._row = {pid: i for i, pid in enumerate(self.sparse.passage_ids)}
         rows = np.asarray([self._row[pid] for pid in ids], dtype=np.int64)

@@ -184,7 +184,7 @@ def assign_topics(index, parts_per_topic: int = PARTS_PER_TOPIC) -> TopicAssignm
         raise ValueError(f"{index.path}: DoTA topic routing needs a dense index (built without --sparse-only)")
     import faiss
 
-    faiss_index = index.dense._load()
+    faiss_index = index.dense.faiss_index
     vectors = faiss_index.reconstruct_n(0, faiss_index.ntotal)
     doc_ids = [index.passages[pid].doc_id for pid in index.passage_ids]
     uniq, doc_of_row = np.unique(np.asarray(doc_ids, dtype=object), return_inverse=True)

@@ -249,10 +249,38 @@ class GingerGenerator:
         from 1. Never raises for LLM trouble (fallbacks are recorded)."""
         count = token_counter(self.llm)
         window = llm_window(self.llm)
-        cfg = self.cfg
         fallbacks: list[list[str]] = [[] for _ in questions]
+        nuggets, truncations = self._detect(questions, contexts, count, window, fallbacks)  # 1
+        clusters = self._cluster_batch(questions, nuggets, fallbacks)  # 2-3
+        drafts, summary_prompts, summary_records = self._summarise(clusters, count, window, truncations,
+                                                                   fallbacks)  # 4
+        fluent = self._fluency(questions, drafts, count)  # 5
+        out = []
+        for qi, q in enumerate(questions):
+            final = drafts[qi]
+            prompt = "\n\n---\n\n".join(summary_prompts[qi])
+            fluency = None
+            if qi in fluent:
+                (msgs, _), reply = fluent[qi]
+                aligned, why = self._align(reply, drafts[qi])
+                fluency = FluencyRecord(before=" ".join(s for s, _ in drafts[qi]), used=aligned is not None,
+                                        after=None if isinstance(reply, LLMError) else _clean_reply(reply),
+                                        fallback=why)
+                if aligned is None:
+                    fallbacks[qi].append(f"fluency: {why}; the summaries used as they are")
+                else:
+                    final, prompt = cap_words(aligned, self.gen_cfg.max_words), _prompt_text(msgs)
+            details = self._details(nuggets[qi], clusters[qi], summary_records[qi], fluency)
+            out.append(GingerGenerated(prompt, " ".join(s for s, _ in final), truncations[qi],
+                                       [(s, list(src)) for s, src in final], 0,
+                                       tuple(f"generate: {f}" for f in fallbacks[qi]), details))
+        return out
 
-        # 1. nugget detection, all passages of the batch in one chat_many per reply budget
+    def _detect(self, questions: list[str], contexts: list[list[str]], count, window: int,
+                fallbacks: list[list[str]]) -> tuple[list[list[Nugget]], list[list[str]]]:
+        """Step 1, nugget detection: every passage of the batch in one ``chat_many`` per reply
+        budget; per question its nuggets (each passage's closest sentence when none was found)
+        and its prompt truncations. Rejected replies go to ``fallbacks``."""
         requests, slots, truncations, offered = self._nugget_requests(questions, contexts, count, window)
         replies = self._chat(requests)
         nuggets: list[list[Nugget]] = [[] for _ in questions]
@@ -273,8 +301,12 @@ class GingerGenerator:
                 nuggets[qi] = [n for pi, p in enumerate(passages)
                                if (n := fallback_nugget(q, p, pi, self.encoder)) is not None]
                 fallbacks[qi].append("nuggets: none detected; each passage's sentence closest to the question used")
+        return nuggets, truncations
 
-        # 2-3. cluster (one embedding call for the batch) and rank
+    def _cluster_batch(self, questions: list[str], nuggets: list[list[Nugget]],
+                       fallbacks: list[list[str]]) -> list[list[_Cluster]]:
+        """Steps 2-3: one embedding call for the batch's nuggets, then each question's nuggets
+        clustered and the clusters ranked (:meth:`_clusters`)."""
         flat = [n.text for ns in nuggets for n in ns]
         emb = embed_texts(flat, self.encoder) if flat else np.zeros((0, 1), dtype=np.float32)
         clusters: list[list[_Cluster]] = []
@@ -283,8 +315,13 @@ class GingerGenerator:
             k = len(nuggets[qi])
             clusters.append(self._clusters(q, nuggets[qi], emb[lo:lo + k], fallbacks[qi]) if k else [])
             lo += k
+        return clusters
 
-        # 4. one-sentence summary per top cluster
+    def _summarise(self, clusters: list[list[_Cluster]], count, window: int, truncations: list[list[str]],
+                   fallbacks: list[list[str]]):
+        """Step 4: one summary sentence per top cluster (``max_sentences``), all in one call;
+        per question ``(drafts, summary prompts, summary records)``, drafts cut to ``max_words``."""
+        cfg = self.cfg
         sreq, sslot = [], []
         for qi, cs in enumerate(clusters):
             for ci, c in enumerate(cs[:cfg.max_sentences]):
@@ -296,9 +333,9 @@ class GingerGenerator:
                              cfg.summary_max_new_tokens))
                 sslot.append((qi, ci))
         summaries = self._chat(sreq)
-        drafts: list[list[tuple[str, list[int]]]] = [[] for _ in questions]
-        summary_prompts: list[list[str]] = [[] for _ in questions]
-        summary_records: list[list[SummaryRecord]] = [[] for _ in questions]
+        drafts: list[list[tuple[str, list[int]]]] = [[] for _ in clusters]
+        summary_prompts: list[list[str]] = [[] for _ in clusters]
+        summary_records: list[list[SummaryRecord]] = [[] for _ in clusters]
         for (qi, ci), (msgs, _), reply in zip(sslot, sreq, summaries):
             c = clusters[qi][ci]
             summary_prompts[qi].append(_prompt_text(msgs))
@@ -307,9 +344,12 @@ class GingerGenerator:
                 fallbacks[qi].append(f"summary {ci + 1}: {why}; the cluster's first nugget used")
             drafts[qi].append((sentence, [p + 1 for p in c.passages]))
             summary_records[qi].append(SummaryRecord(cluster=ci, text=sentence, fallback=why))
-        drafts = [cap_words(d, self.gen_cfg.max_words) for d in drafts]
+        return [cap_words(d, self.gen_cfg.max_words) for d in drafts], summary_prompts, summary_records
 
-        # 5. fluency pass
+    def _fluency(self, questions: list[str], drafts: list, count) -> dict[int, tuple]:
+        """Step 5: the fluency pass over each question's joined summaries, in one call;
+        ``{question index: ((messages, max_tokens), reply)}`` (empty with ``fluency = false``)."""
+        cfg = self.cfg
         freq, fslot = [], []
         if cfg.fluency:
             for qi, (q, d) in enumerate(zip(questions, drafts)):
@@ -318,37 +358,20 @@ class GingerGenerator:
                     freq.append((_messages(FLUENCY_SYSTEM, FLUENCY_USER.format(
                         query=qtext, response=" ".join(s for s, _ in d))), cfg.fluency_max_new_tokens))
                     fslot.append(qi)
-        fluent = dict(zip(fslot, zip(freq, self._chat(freq))))
+        return dict(zip(fslot, zip(freq, self._chat(freq))))
 
-        out = []
-        for qi, q in enumerate(questions):
-            final = drafts[qi]
-            prompt = "\n\n---\n\n".join(summary_prompts[qi])
-            fluency = None
-            if qi in fluent:
-                (msgs, _), reply = fluent[qi]
-                aligned, why = self._align(reply, drafts[qi])
-                fluency = FluencyRecord(before=" ".join(s for s, _ in drafts[qi]), used=aligned is not None,
-                                        after=None if isinstance(reply, LLMError) else _clean_reply(reply),
-                                        fallback=why)
-                if aligned is None:
-                    fallbacks[qi].append(f"fluency: {why}; the summaries used as they are")
-                else:
-                    final, prompt = cap_words(aligned, self.gen_cfg.max_words), _prompt_text(msgs)
-            position = {id(n): i for i, n in enumerate(nuggets[qi])}
-            details = GenerationDetails(
-                generator=self.name,
-                nuggets=[NuggetRecord(text=n.text, passage=n.passage + 1, start=n.start, end=n.end)
-                         for n in nuggets[qi]],
-                clusters=[ClusterRecord(nuggets=[position[id(n)] for n in c.nuggets],
-                                        passages=[p + 1 for p in c.passages], text=c.text, score=c.score)
-                          for c in clusters[qi]],
-                cluster_ranking=cfg.cluster_ranking if len(clusters[qi]) > 1 else None,
-                summaries=summary_records[qi], fluency=fluency)
-            out.append(GingerGenerated(prompt, " ".join(s for s, _ in final), truncations[qi],
-                                       [(s, list(src)) for s, src in final], 0,
-                                       tuple(f"generate: {f}" for f in fallbacks[qi]), details))
-        return out
+    def _details(self, nuggets: list[Nugget], clusters: list[_Cluster], summaries: list[SummaryRecord],
+                 fluency: FluencyRecord | None) -> GenerationDetails:
+        """The trace record of one question's generation (:class:`GenerationDetails`)."""
+        position = {id(n): i for i, n in enumerate(nuggets)}
+        return GenerationDetails(
+            generator=self.name,
+            nuggets=[NuggetRecord(text=n.text, passage=n.passage + 1, start=n.start, end=n.end) for n in nuggets],
+            clusters=[ClusterRecord(nuggets=[position[id(n)] for n in c.nuggets],
+                                    passages=[p + 1 for p in c.passages], text=c.text, score=c.score)
+                      for c in clusters],
+            cluster_ranking=self.cfg.cluster_ranking if len(clusters) > 1 else None,
+            summaries=summaries, fluency=fluency)
 
     def _check_summary(self, reply: str | LLMError, cluster: _Cluster) -> tuple[str, str | None]:
         """``(sentence, None)`` for a usable summary (its first sentence), else
