@@ -153,3 +153,22 @@ def select_sentences(question: str, passages: list[str], *, max_tokens: int,
         notes.append(f"passage {i}: {total} -> {n_sel} tokens, {len(kept)} of {len(sents)} sentences")
         spare = max(room - n_sel, 0)
     return out, notes
+
+
+def select_batch(questions: list[str], contexts: list[list[str]], *, max_tokens: int,
+                 count: Callable[[str], int], cross_encoder=None) -> tuple[list[list[str]], list[list[str]]]:
+    """:func:`select_sentences` for a batch of questions, each against its own passages, scored
+    by ``cross_encoder`` (``score(pairs: list[tuple[str, str]]) -> ndarray (n,)``) or, when it is
+    None, by question-word overlap.
+
+    Returns:
+        ``(contexts, notes)``: per question its passages cut to their answer-bearing sentences,
+        and one trace note per shortened passage, ``"selected passage i: N -> M tokens, s of S
+        sentences, by the cross-encoder"`` (or ``"by question words"``).
+    """
+    ce = cross_encoder
+    score = (lambda q, ss: ce.score([(q, x) for x in ss]) if ss else []) if ce is not None else None
+    by = "by the cross-encoder" if ce is not None else "by question words"
+    selected = [select_sentences(q, c, max_tokens=max_tokens, count=count, scorer=score)
+                for q, c in zip(questions, contexts)]
+    return [c for c, _ in selected], [[f"selected {t}, {by}" for t in n] for _, n in selected]

@@ -245,8 +245,7 @@ class BatchDecoder:
                     if done:
                         results[seq.index] = seq.out
                         active.remove(seq)
-                        self._leave(seq, jobs, keys, holders, waiting, queue, active, stats)
-                        if seq.slot not in (s.slot for s in active):
+                        if not self._leave(seq, jobs, keys, holders, waiting, queue, active, stats):
                             free.append(seq.slot)
         except RuntimeError as e:  # llama_decode failed: the whole step is lost
             for seq in active:
@@ -261,9 +260,10 @@ class BatchDecoder:
         return [r if r is not None else LLMError("llama-cpp batch: not run") for r in results]
 
     def _leave(self, seq: _Seq, jobs: list[Job], keys: list[tuple], holders: dict, waiting: Counter, queue: deque,
-               active: list[_Seq], stats: BatchStats) -> None:
+               active: list[_Seq], stats: BatchStats) -> bool:
         """Free ``seq``'s KV cells, or hand its slot, with the prompt's cells kept, to a queued
-        request with the same prompt (it then prefills only the prompt's last token)."""
+        request with the same prompt (it then prefills only the prompt's last token); True when
+        the slot was handed on (it stays in use)."""
         import llama_cpp
 
         mem = self._ctx.memory
@@ -279,7 +279,7 @@ class BatchDecoder:
             active.append(heir)
             if holders.get(key) is seq:
                 holders[key] = heir
-            return
+            return True
         llama_cpp.llama_memory_seq_rm(mem, seq.slot, -1, -1)
         if holders.get(key) is seq:
             other = next((s for s in active if keys[s.index] == key), None)
@@ -287,6 +287,7 @@ class BatchDecoder:
                 del holders[key]
             else:
                 holders[key] = other
+        return False
 
     def _share_prefix(self, prompts: list[list[int]], stats: BatchStats) -> int:
         """Tokens of ``prompts``' common prefix now in the prefix stream (0: none shared). Each

@@ -32,7 +32,7 @@ from ...answering import answer_options, copied_sentences, degenerate
 from ...config import GeneratorConfig
 from ...generation import Generated, fit_prompt, truncate_words
 from ...llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
-from ...selection import select_sentences
+from ...selection import select_batch
 from ...stages import LLM, LLMError
 from ...text import llm_window, split_sentences, token_counter
 from .settings import CIRConfig
@@ -362,13 +362,9 @@ class CIRGenerator:
         chosen = [self._expertise(extras[i] if extras else None) for i in range(len(questions))]
         notes: list[list[str]] = [[] for _ in questions]
         if self.cfg.context_tokens:  # each segment's answer-bearing sentences (preqrag.selection)
-            ce = self.sentence_scorer
-            score = (lambda q, ss: ce.score([(q, s) for s in ss]) if ss else []) if ce is not None else None
-            selected = [select_sentences(q, c, max_tokens=self.cfg.context_tokens, count=count, scorer=score)
-                        for q, c in zip(questions, contexts)]
-            contexts = [s for s, _ in selected]
-            by = "by the cross-encoder" if ce is not None else "by question words"
-            notes = [[f"generate: selected {t}, {by}" for t in n] for _, n in selected]
+            contexts, picked = select_batch(questions, contexts, max_tokens=self.cfg.context_tokens, count=count,
+                                            cross_encoder=self.sentence_scorer)
+            notes = [[f"generate: {t}" for t in n] for n in picked]
         fitted = []
         for q, c, (pid, _) in zip(questions, contexts, chosen):
             fitted.append(fit_prompt(q, c, prompt=pid, count=count, window=window,

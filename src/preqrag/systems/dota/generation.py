@@ -28,7 +28,7 @@ from ...answering import answer_options, repair_answer
 from ...config import GeneratorConfig
 from .settings import DotaConfig
 from ...generation import CHAT_TEMPLATE_MARGIN, Generated, truncate_tokens, truncate_words
-from ...selection import select_sentences
+from ...selection import select_batch
 from ...text import llm_window, token_counter
 from ...stages import LLM, LLMError
 
@@ -123,13 +123,8 @@ class DotaGenerator:
         room = window - self.cfg.max_new_tokens - CHAT_TEMPLATE_MARGIN
         notes: list[list[str]] = [[] for _ in questions]
         if self.cfg.context_tokens:  # each passage's answer-bearing sentences (preqrag.selection)
-            ce = self.sentence_scorer
-            score = (lambda q, ss: ce.score([(q, x) for x in ss]) if ss else []) if ce is not None else None
-            by = "by the cross-encoder" if ce is not None else "by question words"
-            selected = [select_sentences(q, c, max_tokens=self.cfg.context_tokens, count=count, scorer=score)
-                        for q, c in zip(questions, contexts)]
-            contexts = [c for c, _ in selected]
-            notes = [[f"selected {t}, {by}" for t in n] for _, n in selected]
+            contexts, notes = select_batch(questions, contexts, max_tokens=self.cfg.context_tokens, count=count,
+                                           cross_encoder=self.sentence_scorer)
         fitted = [aggregate(q, c, count=count, budget=self.dota.context_tokens, room=room)
                   for q, c in zip(questions, contexts)]
         replies = llm.chat_many([[{"role": "user", "content": text}] for text, _ in fitted],
