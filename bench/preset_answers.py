@@ -65,6 +65,8 @@ def measure(preset: str, index: str, questions: str, limit: int, work: Path, ext
     t0 = time.perf_counter()
     rc = subprocess.run(cmd).returncode
     wall = time.perf_counter() - t0
+    if not out.exists():
+        raise SystemExit(f"{preset}: `preqrag run` exited {rc} without writing {out} (its message is above)")
     return {"preset": preset, "exit_code": rc, **score(out, questions),
             "seconds_per_question": round(wall / max(1, _answered(out)), 2), "command": " ".join(placeholders(cmd))}
 
@@ -113,7 +115,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sample", type=int, default=None, help="fixed-seed sample of the questions (seed 0)")
     ap.add_argument("--head", type=int, default=None, help="keep the first N questions of the sample")
     ap.add_argument("--preset", action="append", required=True)
-    ap.add_argument("--toml", default="", help="more TOML appended to each preset's configuration")
+    ap.add_argument("--toml", default="", help="TOML text (not a file) appended to each preset's configuration")
     ap.add_argument("--label-suffix", default="")
     ap.add_argument("--work", required=True)
     ap.add_argument("--out", default="docs/bench/preset_answers.json")

@@ -366,3 +366,24 @@ def test_repeats_are_dropped_sentence_by_sentence():
     items = [("Fish are dried. They are also canned.", [1]), ("They are also canned. Salt keeps them.", [2]),
              ("Fish are dried.", [3])]
     assert drop_repeats(items) == [("Fish are dried. They are also canned.", [1]), ("Salt keeps them.", [2])]
+
+
+def test_text_answer_format_parses_bracketed_ids_per_sentence():
+    """[cir] answer_format = "text": the text before each citation group is one cited item,
+    out-of-range ids are removed and counted (§2.2), a full stop after the group ends the item."""
+    from preqrag.systems.cir.generator import parse_cir_text, text_draft
+
+    p = parse_cir_text("Answer: The tower is 330 m tall [1][3]. It opened in 1889 [2, 9]. It is iron.", 3)
+    assert p.sentences == [("The tower is 330 m tall.", [1, 3]), ("It opened in 1889.", [2]), ("It is iron.", [])]
+    assert p.removed == 1 and p.fallback is None
+    assert text_draft(p.sentences) == "The tower is 330 m tall [1][3]. It opened in 1889 [2]. It is iron."
+    assert parse_cir_text(" [1] ", 3).fallback == "no sentence"
+    # the generator: unconstrained call (no schema), the text prompt, the copy rewrite in the same format
+    segment = ("Not all fillet welds need to be continuous, especially when welding stiffeners with full-length "
+               "fillet welds.")
+    gen, llm = _gen([f"{segment} [1]", "Stiffener fillets can be intermittent [1]."], answer_format="text")
+    (a,) = gen.generate(["Must fillet welds be continuous?"], [[segment, "Flat is easy."]])
+    assert "in brackets" in llm.prompts[0] and '"sentences"' not in llm.prompts[0]
+    assert f"{segment[:-1]} [1]." in llm.prompts[1]  # the draft, as bracketed text
+    assert a.citations == [("Stiffener fillets can be intermittent.", [1])]
+    assert a.fallbacks == ("generate: 1 copied sentence(s): answer rewritten",)

@@ -88,6 +88,27 @@ only the question and the draft (short: the segments are not sent again), so it 
 of the first call's prefill; the reply has the first call's schema, so its ids are checked the same
 way."""
 
+TEXT_OUTPUT = ("\ngive the output as separate sentences, each followed by the ids of the texts where the "
+               "information appears, in brackets\n")
+"""``[cir] answer_format = "text"``: Table 2's output method ("give the output as a json, where all
+sentences are seperate and are assigned the ids of the texts, where the information appears") with
+the JSON replaced by bracketed ids after each sentence; not in the paper."""
+
+TEXT_FORMAT = ("Answer in 2-3 sentences in your own words, each ending with the ids of its texts in brackets, "
+               "for example: The tower is 330 metres tall [1][3].\n")
+"""``answer_format = "text"``: the shape :func:`parse_cir_text` reads (cf. :data:`OUTPUT_FORMAT`)."""
+
+TEXT_REWRITE_PROMPT = ("Query: {question}\n"
+                       "Draft answer, with the ids of the texts each sentence comes from:\n{draft}\n"
+                       "Some draft sentences copy their texts word for word. Write the answer to the query "
+                       "again: short sentences in your own words that answer the query directly. Leave out what "
+                       "does not answer the query.\n" + TEXT_FORMAT)
+"""``answer_format = "text"``: :data:`REWRITE_PROMPT` for bracketed-id answers."""
+
+_CITES = re.compile(r"((?:\s*\[\s*\d+(?:\s*,\s*\d+)*\s*\])+)")
+_LEAD = re.compile(r"^[\s.,;:!?]+")
+_ANSWER_PREFIX = re.compile(r"^\s*(?:answer|response)\s*:\s*", re.I)
+
 MAX_SENTENCE_CHARS = 300
 """Longest answer sentence in characters (the schema's ``maxLength``)."""
 
@@ -146,18 +167,20 @@ def segments_dict(passages: Sequence[str]) -> str:
     return repr({i: p.strip() for i, p in enumerate(passages, 1)})
 
 
-def build_cir_prompt(question: str, passages: Sequence[str], expertise: str = "P.0") -> str:
+def build_cir_prompt(question: str, passages: Sequence[str], expertise: str = "P.0", answer_format: str = "json") -> str:
     """CIR's generation prompt (Table 2) for ``question`` and its context ``passages``
     (importance order), with expertise prompt ``expertise`` (``"P.0"`` … ``"P.3"``) in both
     of Table 2's slots (after the general prompt and after the output method; see the module
-    docstring), followed by :data:`OUTPUT_FORMAT`.
+    docstring), followed by :data:`OUTPUT_FORMAT`; ``answer_format = "text"``: the output method
+    :data:`TEXT_OUTPUT` and :data:`TEXT_FORMAT` instead (bracketed ids after each sentence).
 
     Raises:
         KeyError: an unknown expertise prompt id.
     """
     user = EXPERTISE_PROMPTS[expertise]
+    output, shape = (TEXT_OUTPUT, TEXT_FORMAT) if answer_format == "text" else (BASE_OUTPUT, OUTPUT_FORMAT)
     return (BASE_GENERAL + user + BASE_QUERY + question + "\n" + BASE_DETAILS
-            + BASE_TEXTS + segments_dict(passages) + BASE_OUTPUT + user + OUTPUT_FORMAT)
+            + BASE_TEXTS + segments_dict(passages) + output + user + shape)
 
 
 @dataclass
@@ -278,6 +301,50 @@ def _complete_prefix(reply: str) -> Any:
     return None
 
 
+def parse_cir_text(reply: str, n_passages: int) -> ParsedAnswer:
+    """Parse a bracketed-id answer (``[cir] answer_format = "text"``, :data:`TEXT_FORMAT`);
+    never raises. The reply is cut at its citation groups (``[1]``, ``[1][3]``, ``[1, 3]``): the
+    text before a group is one answer item citing that group's ids (several sentences may share
+    one group, as one JSON item may hold several); text after the last group is an item citing
+    nothing. Ids outside 1 … ``n_passages`` are counted in ``removed`` and dropped (CIR §2.2), a
+    repeated id is kept once, punctuation left before an item's text after a group (``"… [1]. Next"``)
+    is moved to the item it ends.
+
+    Returns:
+        A :class:`ParsedAnswer`; ``fallback`` is ``"no sentence"`` for a reply without letters or
+        digits.
+    """
+    parts = _CITES.split(_ANSWER_PREFIX.sub("", reply.strip()))
+    out = ParsedAnswer()
+    for k in range(0, len(parts), 2):
+        text = parts[k]
+        lead = _LEAD.match(text)
+        if lead and out.sentences:  # "... [1]. Next": the full stop ends the cited item
+            stop = lead.group(0).strip()
+            prev, ids = out.sentences[-1]
+            if stop and not prev.endswith(tuple(".!?")):
+                out.sentences[-1] = (prev + stop[0], ids)
+        text = " ".join(_LEAD.sub("", text).split())
+        if not re.search(r"[A-Za-z0-9]", text):
+            continue
+        nums: list[int] = []
+        for x in re.findall(r"\d+", parts[k + 1]) if k + 1 < len(parts) else []:
+            n = int(x)
+            if not 1 <= n <= n_passages:
+                out.removed += 1
+            elif n not in nums:
+                nums.append(n)
+        out.sentences.append((text, nums))
+    if not out.sentences:
+        return ParsedAnswer(removed=out.removed, fallback="no sentence")
+    return out
+
+
+def text_draft(sentences: list[tuple[str, list[int]]]) -> str:
+    """Sentences with their ids in brackets, the shape of :data:`TEXT_FORMAT`."""
+    return " ".join(f"{t.rstrip('.')} {''.join(f'[{n}]' for n in ids)}.".replace(" .", ".") for t, ids in sentences)
+
+
 def drop_repeats(sentences: list[tuple[str, list[int]]]) -> list[tuple[str, list[int]]]:
     """The answer's sentences, each said once: an item's text is split into sentences
     (:func:`preqrag.text.split_sentences`; one JSON item may hold several) and a sentence already
@@ -360,6 +427,7 @@ class CIRGenerator:
         count = token_counter(llm)
         window = llm_window(llm)
         chosen = [self._expertise(extras[i] if extras else None) for i in range(len(questions))]
+        fmt = self.cir.answer_format
         notes: list[list[str]] = [[] for _ in questions]
         if self.cfg.context_tokens:  # each segment's answer-bearing sentences (preqrag.selection)
             contexts, picked = select_batch(questions, contexts, max_tokens=self.cfg.context_tokens, count=count,
@@ -370,12 +438,13 @@ class CIRGenerator:
             fitted.append(fit_prompt(q, c, prompt=pid, count=count, window=window,
                                      max_new_tokens=self.cfg.max_new_tokens,
                                      max_passage_tokens=self.cfg.max_passage_tokens,
-                                     builder=lambda qq, ps, pid=pid: build_cir_prompt(qq, ps, pid)))
-        schemas = [cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens, self.cir.min_sentences)
+                                     builder=lambda qq, ps, pid=pid: build_cir_prompt(qq, ps, pid, fmt)))
+        schemas = [None if fmt == "text" else
+                   cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens, self.cir.min_sentences)
                    for f in fitted]
         replies = chat_grouped(llm, [[{"role": "user", "content": f.text}] for f in fitted], schemas,
                                [self.cfg.max_new_tokens] * len(fitted), **answer_options(self.cfg))
-        first = [None if isinstance(r, LLMError) else parse_cir_answer(r, f.n_passages) for f, r in zip(fitted, replies)]
+        first = [None if isinstance(r, LLMError) else self._parse(r, f.n_passages) for f, r in zip(fitted, replies)]
         rewritten = self._rewrite_copies(questions, fitted, contexts, first, schemas) if self.cir.rewrite_copies else {}
         out = []
         for i, (f, reply, ctx, (_, expertise_fb), sel) in enumerate(zip(fitted, replies, contexts, chosen, notes)):
@@ -387,7 +456,7 @@ class CIRGenerator:
             parsed = first[i]
             if i in rewritten:
                 again_reply, copies = rewritten[i]
-                again = parse_cir_answer(again_reply, f.n_passages) if isinstance(again_reply, str) else None
+                again = self._parse(again_reply, f.n_passages) if isinstance(again_reply, str) else None
                 if again is not None and again.fallback is None:
                     fallbacks.append(f"generate: {copies} copied sentence(s): answer rewritten")
                     parsed = again
@@ -412,6 +481,12 @@ class CIRGenerator:
                                  n_passages=f.n_passages))
         return out
 
+    def _parse(self, reply: str, n_passages: int) -> ParsedAnswer:
+        """A reply parsed in the configured ``[cir] answer_format``."""
+        if self.cir.answer_format == "text":
+            return parse_cir_text(reply, n_passages)
+        return parse_cir_answer(reply, n_passages)
+
     def _rewrite_copies(self, questions, fitted, contexts, parsed: list[ParsedAnswer | None],
                         schemas) -> dict[int, tuple[Any, int]]:
         """The follow-up turn (:data:`REWRITE_PROMPT`) for every parsed first answer whose sentences
@@ -426,8 +501,12 @@ class CIRGenerator:
         if not copies:
             return {}
         idx = list(copies)
-        drafts = [json.dumps({"sentences": [{"text": t, "ids": n} for t, n in parsed[i].sentences]}) for i in idx]
-        requests = [[{"role": "user", "content": _fill(REWRITE_PROMPT, question=questions[i], draft=d)}]
+        if self.cir.answer_format == "text":
+            prompt, drafts = TEXT_REWRITE_PROMPT, [text_draft(parsed[i].sentences) for i in idx]
+        else:
+            prompt = REWRITE_PROMPT
+            drafts = [json.dumps({"sentences": [{"text": t, "ids": n} for t, n in parsed[i].sentences]}) for i in idx]
+        requests = [[{"role": "user", "content": _fill(prompt, question=questions[i], draft=d)}]
                     for i, d in zip(idx, drafts)]
         again = chat_grouped(self.llm, requests, [schemas[i] for i in idx], [self.cfg.max_new_tokens] * len(idx),
                              **answer_options(self.cfg))

@@ -33,6 +33,11 @@ class CIRConfig(_Section):
     rewrite_copies: bool = Field(True, description=(
         "Not in the paper: an answer whose sentences copy 12+ consecutive words of a segment is written "
         "again in one more, short LLM turn (question + draft; preqrag.systems.cir.generator.REWRITE_PROMPT)."))
+    answer_format: Literal["json", "text"] = Field("json", description=(
+        "'json': the paper's output method (Table 2: 'give the output as a json'), a sentence list with each "
+        "sentence's ids, constrained by a JSON schema; 'text' (not in the paper): sentences each followed by "
+        "its ids in brackets ('... [1][3].'), unconstrained; one citation list per sentence either way "
+        "(docs/preset-cir.md has the rows). min_sentences applies to 'json'."))
     min_sentences: int = Field(1, ge=1, le=12, description=(
         "Not in the paper: fewest sentences the answer's JSON schema allows (minItems; capped at what "
         "generator.max_new_tokens holds). The paper's 'short and concise sentences' make a 1.5B model answer in "
