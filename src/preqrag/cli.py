@@ -20,6 +20,7 @@ import json
 import os
 import tempfile
 from importlib import resources
+from collections.abc import Callable
 from pathlib import Path
 from typing import Optional
 
@@ -74,6 +75,41 @@ def _require_models(cfg) -> None:
         raise typer.Exit(2)
 
 
+def _verify_index(verify: Path) -> None:
+    """``preqrag index --verify``: every damaged file named, exit 2; else one line saying all match."""
+    from .index import IndexOpenError, verify_index
+
+    try:
+        problems = verify_index(verify)
+    except IndexOpenError as e:
+        problems = [str(e)]
+    for problem in problems:
+        err.print(f"[red]error:[/red] {problem}")
+    if problems:
+        raise typer.Exit(2)
+    err.print(f"{verify}: every file matches its manifest record (size and SHA-256)")
+
+
+def _build_reporting_errors(build: Callable, index_dir: Path) -> dict:
+    """``build(progress)`` under a progress bar; its manifest. Bad settings, an existing index
+    and a full disk end with a message and exit 2 (a full disk keeps the finished steps in
+    ``IDX.partial`` for the resumed build)."""
+    bar, progress = _progress_bar()
+    with bar:
+        try:
+            return build(progress)
+        except (FileExistsError, ValueError) as e:
+            err.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(2)
+        except OSError as e:
+            if not out_of_space(e):
+                raise
+            err.print(f"[red]error:[/red] cannot write {e.filename or index_dir}: {e.strerror} (disk full, quota or "
+                      f"file size limit). Nothing was published at {index_dir}; the finished steps are kept in "
+                      f"{index_dir}.partial: run the same command again when there is space: it resumes.")
+            raise typer.Exit(2)
+
+
 @index_app.callback(invoke_without_command=True)
 def index(ctx: typer.Context,
           corpus: Optional[Path] = typer.Option(None, "--corpus", exists=True, help=(
@@ -105,17 +141,7 @@ def index(ctx: typer.Context,
     if ctx.invoked_subcommand is not None:
         return
     if verify is not None:
-        from .index import IndexOpenError, verify_index
-
-        try:
-            problems = verify_index(verify)
-        except IndexOpenError as e:
-            problems = [str(e)]
-        for problem in problems:
-            err.print(f"[red]error:[/red] {problem}")
-        if problems:
-            raise typer.Exit(2)
-        err.print(f"{verify}: every file matches its manifest record (size and SHA-256)")
+        _verify_index(verify)
         return
     if (backend or "embedded") not in ("embedded", "milvus"):
         err.print(f"[red]error:[/red] --backend {backend!r}: embedded or milvus")
@@ -138,32 +164,20 @@ def index(ctx: typer.Context,
         err.print("[red]error:[/red] --ray builds every shard and merges them; it cannot be combined with "
                   "--shard or --sparse-only")
         raise typer.Exit(2)
-    bar, progress = _progress_bar()
-    with bar:
-        try:
-            if ray:
-                from .distributed import build_index_ray
+    def build(progress):
+        if ray:
+            from .distributed import build_index_ray
 
-                manifest = build_index_ray(corpus, index_dir, cfg, address=ray_address, n_shards=shards,
-                                           overwrite=overwrite, progress=progress)
-            elif shard is not None:
-                if sparse_only:
-                    raise ValueError("--shard builds passages and vectors; BM25 is built by `preqrag index merge`")
-                i, n = parse_shard(shard)
-                manifest = build_shard(corpus, index_dir, cfg, i, n, overwrite=overwrite, progress=progress)
-            else:
-                manifest = build_index(corpus, index_dir, cfg, overwrite=overwrite, dense=not sparse_only,
-                                       progress=progress)
-        except (FileExistsError, ValueError) as e:
-            err.print(f"[red]error:[/red] {e}")
-            raise typer.Exit(2)
-        except OSError as e:
-            if not out_of_space(e):
-                raise
-            err.print(f"[red]error:[/red] cannot write {e.filename or index_dir}: {e.strerror} (disk full, quota or "
-                      f"file size limit). Nothing was published at {index_dir}; the finished steps are kept in "
-                      f"{index_dir}.partial: run the same command again when there is space: it resumes.")
-            raise typer.Exit(2)
+            return build_index_ray(corpus, index_dir, cfg, address=ray_address, n_shards=shards,
+                                   overwrite=overwrite, progress=progress)
+        if shard is not None:
+            if sparse_only:
+                raise ValueError("--shard builds passages and vectors; BM25 is built by `preqrag index merge`")
+            i, n = parse_shard(shard)
+            return build_shard(corpus, index_dir, cfg, i, n, overwrite=overwrite, progress=progress)
+        return build_index(corpus, index_dir, cfg, overwrite=overwrite, dense=not sparse_only, progress=progress)
+
+    manifest = _build_reporting_errors(build, index_dir)
     if shard is not None:
         err.print(f"shard {shard}: {manifest['n_documents']} of {manifest['corpus']['n_documents']} documents, "
                   f"{manifest['n_passages']} passages in {manifest['seconds']['total']:.1f}s -> {index_dir}")

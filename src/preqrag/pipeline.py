@@ -327,21 +327,37 @@ class Pipeline:
 
     def _retrieve(self, questions: list[Question]) -> list[Trace]:
         """:meth:`retrieve` for questions whose context is retrieved (every slot runs)."""
-        cfg = self.cfg
         n = len(questions)
         texts = [q.question for q in questions]
         seconds: dict[str, float] = {}
-
         # 1. plan
         classes: list[Classification] = _run_stage("classify", lambda: self.classifier.classify(texts), seconds)
         plans = _run_stage("rewrite", lambda: self.rewriter.plan(texts, [c.question_type for c in classes]),
                            seconds)
-
-        # 2. retrieve: one call per retriever for every query of the batch
         slots = [(qi, si) for qi, p in enumerate(plans) for si in range(len(p.sub_queries))]
-        retrievers = self.retrievers  # (trace key, retriever, k, which sub-query text it gets)
-        lists: dict[str, list[list[Ranking]]] = {}  # retriever -> per slot: [primary, *extra]
-        for key, retriever, k, field in retrievers:
+        lists = self._search(plans, slots, seconds)  # 2. one call per retriever for every query
+        merged = _run_stage("fusion", lambda: self._fuse(lists, len(slots)), seconds)  # 3
+        current, step_outputs = self._rerank([texts[qi] for qi, _ in slots], merged, seconds)  # 4
+        # 5. merge sub-queries (the merge slot: [merge] name), 6. context
+        owns = [[j for j, (x, _) in enumerate(slots) if x == qi] for qi in range(n)]
+        full = [{**{key: [lists[key][j][0] for j in own] for key, *_ in self.retrievers},
+                 "merged": [merged[j] for j in own], **{key: [out[j] for j in own] for key, out in step_outputs.items()}}
+                for own in owns]
+        merged_out = _run_stage("merge", lambda: self.merge.merge(texts, classes, full,
+                                                                  [[current[j] for j in own] for own in owns]),
+                                None if self.merge.name == "interleave" else seconds)  # default: untimed, as before
+        views = {**{key: lists[key] for key, *_ in self.retrievers}, "merged": [[r] for r in merged],
+                 **{key: [[r] for r in out] for key, out in step_outputs.items()}}
+        return self._retrieval_traces(questions, classes, plans, owns, views, merged_out, seconds)
+
+    def _search(self, plans: list[QueryPlan], slots: list[tuple[int, int]],
+                seconds: dict[str, float]) -> dict[str, list[list[Ranking]]]:
+        """Step 2: per retriever (trace key), per slot ``(question, sub-query)``, its rankings:
+        the primary query's, then each ``extra`` query's. A filter that leaves no passage (e.g.
+        DoTA's routed namespaces hold none of this index's passages) is searched again without
+        it, and the plan records that."""
+        lists: dict[str, list[list[Ranking]]] = {}
+        for key, retriever, k, field in self.retrievers:  # field: which sub-query text it gets
             queries: list[str] = []
             filters: list[dict[str, list[str]]] = []
             owner: list[int] = []
@@ -352,8 +368,6 @@ class Pipeline:
                     filters.append(sq.filters)
                     owner.append(j)
             found = _run_stage(key, lambda: retriever.search(queries, k, filters if any(filters) else None), seconds)
-            # a filter that leaves no passage (e.g. DoTA's routed namespaces hold none of this
-            # index's passages): that query searches unfiltered, and the plan records it
             empty = [i for i, (r, f) in enumerate(zip(found, filters)) if f and not r.ids]
             if empty:
                 redo = _run_stage(key, lambda: retriever.search([queries[i] for i in empty], k), seconds)
@@ -367,51 +381,47 @@ class Pipeline:
             for j, r in zip(owner, found):
                 per_slot[j].append(r)
             lists[key] = per_slot
+        return lists
 
-        # 3. fuse: all lists of a sub-query (primary and extra queries, all retrievers)
-        def fuse_all() -> list[Ranking]:
-            out = []
-            for j in range(len(slots)):
-                by_retriever = [lists[key][j] for key, *_ in retrievers]
-                # primary queries first, then extra ones, alternating retrievers in each round
-                ordered = [r for rank in range(max((len(x) for x in by_retriever), default=0))
-                           for x in by_retriever if rank < len(x) for r in [x[rank]]]
-                out.append(self.fusion.fuse(ordered) if ordered else Ranking())
-            return out
+    def _fuse(self, lists: dict[str, list[list[Ranking]]], n_slots: int) -> list[Ranking]:
+        """Step 3: per slot, all its lists fused (primary queries first, then extra ones,
+        alternating retrievers in each round)."""
+        out = []
+        for j in range(n_slots):
+            by_retriever = [lists[key][j] for key, *_ in self.retrievers]
+            ordered = [r for rank in range(max((len(x) for x in by_retriever), default=0))
+                       for x in by_retriever if rank < len(x) for r in [x[rank]]]
+            out.append(self.fusion.fuse(ordered) if ordered else Ranking())
+        return out
 
-        merged = _run_stage("fusion", fuse_all, seconds)
-
-        # 4. rerank chain
+    def _rerank(self, originals: list[str], merged: list[Ranking],
+                seconds: dict[str, float]) -> tuple[list[Ranking], dict[str, list[Ranking]]]:
+        """Step 4, the rerank chain over each slot's fused list against its original question:
+        ``(last rankings, {trace key: each step's rankings})``; with no step the fused lists pass
+        through as ``reranked``."""
         step_outputs: dict[str, list[Ranking]] = {}
         current = merged
-        text_of = self.index.text
-        originals = [texts[qi] for qi, _ in slots]
         for step in self.rerank_chain:
-            current = _run_stage(step.stage, lambda: step.rerank(originals, current, text_of), seconds)
+            current = _run_stage(step.stage, lambda: step.rerank(originals, current, self.index.text), seconds)
             step_outputs[step.trace_key] = current
         if "reranked" not in step_outputs:
-            step_outputs["reranked"] = current  # no rerank step: the fused lists pass through
+            step_outputs["reranked"] = current
+        return current, step_outputs
 
-        # 5. merge sub-queries (the merge slot: [merge] name), 6. context
-        owns = [[j for j, (x, _) in enumerate(slots) if x == qi] for qi in range(n)]
-        full = [{**{key: [lists[key][j][0] for j in own] for key, *_ in retrievers},
-                 "merged": [merged[j] for j in own], **{key: [out[j] for j in own] for key, out in step_outputs.items()}}
-                for own in owns]
-        merged_out = _run_stage("merge", lambda: self.merge.merge(texts, classes, full,
-                                                                  [[current[j] for j in own] for own in owns]),
-                                None if self.merge.name == "interleave" else seconds)  # default: untimed, as before
-        per_q = {stage: round(s / n, 4) for stage, s in seconds.items()}  # batch time shared equally
+    def _retrieval_traces(self, questions: list[Question], classes: list[Classification], plans: list[QueryPlan],
+                          owns: list[list[int]], views: dict[str, list[list[Ranking]]], merged_out: list,
+                          seconds: dict[str, float]) -> list[Trace]:
+        """One Trace per question: each view's first ranking of the question's slots (retrievers,
+        ``merged``, the rerank steps), the merge slot's ``final`` and extra rankings, all cut to
+        ``run.trace_depth``; the batch's stage seconds shared equally."""
+        n = len(questions)
+        per_q = {stage: round(s / n, 4) for stage, s in seconds.items()}
         batches = {stage: StageBatch(size=n, seconds=round(s, 4)) for stage, s in seconds.items()}
-        depth = cfg.run.trace_depth
-        k_ctx = cfg.generator.context_top_k
+        depth, k_ctx = self.cfg.run.trace_depth, self.cfg.generator.context_top_k
         traces = []
         for qi, q in enumerate(questions):
-            own = owns[qi]
             final, extra_rankings = merged_out[qi]
-            rankings = {key: [lists[key][j][0].top(depth) for j in own] for key, *_ in retrievers}
-            rankings["merged"] = [merged[j].top(depth) for j in own]
-            for key, out in step_outputs.items():
-                rankings[key] = [out[j].top(depth) for j in own]
+            rankings = {key: [per_slot[j][0].top(depth) for j in owns[qi]] for key, per_slot in views.items()}
             rankings["final"] = [final.top(depth)]
             for key, value in extra_rankings.items():
                 rankings[key] = [r.top(depth) for r in value]

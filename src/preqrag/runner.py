@@ -157,6 +157,27 @@ def _append(path: Path, records: list[dict]) -> None:
         raise
 
 
+def _write_batches(answered_batches, output: Path, n_todo: int, summary: RunSummary, failures: list[Failure],
+                   on_progress: Callable[[int, int], None] | None) -> tuple[list[int], float | None]:
+    """Append each answered batch to ``output`` (traces first, so an answer never lacks its
+    trace), count it in ``summary``, collect its failures; returns the answered questions'
+    degradation levels and when the last answers were written (epoch seconds; None: none)."""
+    levels: list[int] = []
+    last_write: float | None = None
+    for done_count, outcomes in answered_batches:
+        traces = [o.trace.model_dump(mode="json") for o in outcomes if o.trace is not None and o.answer is not None]
+        _append(sidecar(output, "traces"), traces)
+        _append(output, [o.answer.model_dump(mode="json") for o in outcomes if o.answer is not None])
+        last_write = time.time()
+        failures += [o.failure for o in outcomes if o.failure is not None]
+        levels += [o.trace.degradation_level for o in outcomes if o.answer is not None and o.trace is not None]
+        summary.answered += sum(o.answer is not None for o in outcomes)
+        summary.failed += sum(o.failure is not None for o in outcomes)
+        if on_progress:
+            on_progress(done_count, n_todo)
+    return levels, last_write
+
+
 def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output: str | Path, *,
                   limit: int | None = None,
                   on_progress: Callable[[int, int], None] | None = None,
@@ -209,22 +230,8 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
         executor = (DeadlineRunner(pipeline, deadline.at.timestamp()) if deadline is not None
                     else LocalExecutor(pipeline))
     runner = executor if deadline is not None else None  # fallbacks and per-batch plans
-    answered_batches = executor.answered_batches(batches)
-    levels: list[int] = []
-    last_write: float | None = None  # when this run's last answers were written (epoch seconds)
-    for done_count, outcomes in answered_batches:
-        traces = [o.trace.model_dump(mode="json") for o in outcomes if o.trace is not None and o.answer is not None]
-        _append(sidecar(output, "traces"), traces)  # traces first: an answer never lacks its trace
-        _append(output, [o.answer.model_dump(mode="json") for o in outcomes if o.answer is not None])
-        last_write = time.time()
-        for o in outcomes:
-            if o.failure is not None:
-                failures.append(o.failure)
-        levels += [o.trace.degradation_level for o in outcomes if o.answer is not None and o.trace is not None]
-        summary.answered += sum(o.answer is not None for o in outcomes)
-        summary.failed += sum(o.failure is not None for o in outcomes)
-        if on_progress:
-            on_progress(done_count, len(todo))
+    levels, last_write = _write_batches(executor.answered_batches(batches), output, len(todo), summary, failures,
+                                        on_progress)
     lines = [json.dumps({"id": None, "question": None, "error": str(e), "stage": "input",
                          "file": e.file, "line": e.line, "field": e.field}) for e in errors]
     lines += [f.model_dump_json() for f in failures]
