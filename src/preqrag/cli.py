@@ -281,6 +281,42 @@ def _attributor(pipeline):
         return None
 
 
+def _run_deadline(output: Path, deadline: str | None, now):
+    """``preqrag run --deadline``: the run's :class:`~preqrag.deadline.Deadline` (or None), kept
+    in the output's sidecar; a bad value exits 2; a passed one is announced."""
+    from datetime import datetime, timezone
+
+    from .deadline import resolve_deadline
+
+    try:
+        due, note = resolve_deadline(output, deadline, now)
+    except ValueError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    if note:
+        err.print(note)
+    if due is not None and due.at <= datetime.now(timezone.utc):
+        err.print(f"[yellow]the deadline {due.at.isoformat(timespec='seconds')} has passed:[/yellow] "
+                  "every remaining question is answered extractively (no LLM)")
+    return due
+
+
+def _ray_executor(index_dir, cfg, workers: int, address, cpus_per_worker, due):
+    """``preqrag run --ray``: a started :class:`~preqrag.distributed.RayExecutor` (every actor
+    has loaded its pipeline), or exit 2 naming what is missing."""
+    from .distributed import RayExecutor
+
+    _require_models(cfg)
+    executor = RayExecutor(index_dir, cfg, workers, address=address, cpus_per_worker=cpus_per_worker,
+                           deadline_ts=due.at.timestamp() if due is not None else None)
+    try:
+        executor.__enter__()  # every actor has loaded its pipeline, or the error is here
+    except ImportError as e:
+        err.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2)
+    return executor
+
+
 @app.command()
 def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help="Questions JSONL."),
         index_dir: Optional[Path] = typer.Option(None, "--index", help=(
@@ -308,7 +344,6 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .deadline import resolve_deadline
     from .io import read_questions
     from .runner import run_questions, sidecar
 
@@ -319,31 +354,13 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
         err.print(f"[red]error:[/red] {questions} holds no questions"
                   + (f" ({len(bad)} bad lines, first: {bad[0]})" if bad else " (it is empty)"))
         raise typer.Exit(2)
-    try:
-        due, note = resolve_deadline(output, deadline, now)
-    except ValueError as e:
-        err.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2)
-    if note:
-        err.print(note)
-    if due is not None and due.at <= datetime.now(timezone.utc):
-        err.print(f"[yellow]the deadline {due.at.isoformat(timespec='seconds')} has passed:[/yellow] "
-                  "every remaining question is answered extractively (no LLM)")
+    due = _run_deadline(output, deadline, now)
     if (ray_address is not None or workers != 1 or cpus_per_worker is not None) and not ray:
         err.print("[red]error:[/red] --ray-address, --workers and --cpus-per-worker need --ray")
         raise typer.Exit(2)
     executor = None
     if ray:
-        from .distributed import RayExecutor
-
-        _require_models(cfg)
-        executor = RayExecutor(index_dir, cfg, workers, address=ray_address, cpus_per_worker=cpus_per_worker,
-                               deadline_ts=due.at.timestamp() if due is not None else None)
-        try:
-            executor.__enter__()  # every actor has loaded its pipeline, or the error is here
-        except ImportError as e:
-            err.print(f"[red]error:[/red] {e}")
-            raise typer.Exit(2)
+        executor = _ray_executor(index_dir, cfg, workers, ray_address, cpus_per_worker, due)
         pipeline = None
     else:
         pipeline = _pipeline(index_dir, cfg)

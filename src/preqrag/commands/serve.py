@@ -75,6 +75,34 @@ def _preset(config: Optional[Path], name: str):
         _fail(f"--compare {name}: {e}")
 
 
+def _api_key(api_key_env: str | None, host: str) -> str | None:
+    """The API key held in ``$api_key_env`` (None without the option); exits when the variable
+    is empty or when a non-loopback ``host`` would serve without a key."""
+    api_key = None
+    if api_key_env:
+        api_key = os.environ.get(api_key_env) or None
+        if api_key is None:
+            _fail(f"--api-key-env {api_key_env}: the environment variable is unset or empty")
+    if not is_loopback(host) and api_key is None:
+        _fail(f"binding {host} exposes the server beyond this machine: give an API key with "
+              "--api-key-env VAR (or bind 127.0.0.1)")
+    return api_key
+
+
+def _configs(config: Path | None, name: str, compare: list[str], open_config) -> dict:
+    """``{pipeline name: configuration}``: ``--config`` as ``name``, then each ``--compare``
+    (``NAME=path.toml`` or a preset ``NAME``); exits on a malformed or repeated name."""
+    configs = {name: open_config(config)}
+    for spec in compare:
+        other, sep, path = spec.partition("=")
+        if not other or (sep and not path):
+            _fail(f"--compare {spec!r}: expected NAME=path.toml or a preset name")
+        if other in configs:
+            _fail(f"--compare {spec!r}: the name {other!r} is already used")
+        configs[other] = open_config(Path(path)) if sep else _preset(config, other)
+    return configs
+
+
 def register(app: typer.Typer) -> None:
     """Add the ``serve`` command to the ``preqrag`` CLI."""
 
@@ -123,24 +151,10 @@ def register(app: typer.Typer) -> None:
         # a long-running process: memory reserved at start, no per-shape cache growing for hours
         os.environ.setdefault(ONEDNN_CACHE_ENV, ONEDNN_CACHE_SERVE)  # read when torch first uses oneDNN
         onnx_runtime.RESERVE_PEAK_AT_WARM_UP = True
-        api_key = None
-        if api_key_env:
-            api_key = os.environ.get(api_key_env) or None
-            if api_key is None:
-                _fail(f"--api-key-env {api_key_env}: the environment variable is unset or empty")
-        if not is_loopback(host) and api_key is None:
-            _fail(f"binding {host} exposes the server beyond this machine: give an API key with "
-                  "--api-key-env VAR (or bind 127.0.0.1)")
+        api_key = _api_key(api_key_env, host)
         if not (index_dir / "manifest.json").is_file():
             _fail(f"{index_dir}: not an index (no manifest.json); build one with `preqrag index`")
-        configs = {name: _config(config)}
-        for spec in compare:
-            other, sep, path = spec.partition("=")
-            if not other or (sep and not path):
-                _fail(f"--compare {spec!r}: expected NAME=path.toml or a preset name")
-            if other in configs:
-                _fail(f"--compare {spec!r}: the name {other!r} is already used")
-            configs[other] = _config(Path(path)) if sep else _preset(config, other)
+        configs = _configs(config, name, compare, _config)
         gold = _gold(questions) if questions is not None else {}
 
         # Each pipeline is built by preqrag.cli_common.open_pipeline (preflight, open index, warm-up),

@@ -14,10 +14,15 @@ from typing import Optional
 
 def register(app) -> None:
     """Add the ``export`` and ``validate`` commands to a ``typer.Typer`` app."""
-    import typer
     from rich.console import Console
 
     err = Console(stderr=True, soft_wrap=True)
+    _register_export(app, err)
+    _register_validate(app, err)
+
+
+def _register_export(app, err) -> None:
+    import typer
 
     @app.command("export")
     def export_cmd(answers: Path = typer.Argument(..., exists=True, dir_okay=False,
@@ -72,6 +77,10 @@ def register(app) -> None:
                   + (f"; {summary.cut_sentences} sentences cut to 400 words" if summary.cut_sentences else "")
                   + (f"; {summary.dropped_references} references over the limit dropped"
                      if summary.dropped_references else ""))
+
+
+def _register_validate(app, err) -> None:
+    import typer
 
     @app.command("validate")
     def validate_cmd(file: Path = typer.Argument(..., exists=True, dir_okay=False, help="The file to check."),
