@@ -273,17 +273,11 @@ def evaluate_retrieval(traces: Sequence[Trace] | Sequence[Mapping[str, Any]],
 
     n_single = sum(1 for q in evaluated if gtype[q] == "single")
     result: dict[str, Any] = {
-        "n": {
-            "questions": len(questions),
-            "with_gold": len(gold),
-            "traces": len(by_id),
-            "traces_without_question": sum(1 for q in by_id if q not in qmap),
-            "traces_without_gold": sum(1 for q in by_id if q in qmap and q not in gold),
-            "failed": sum(1 for q in evaluated if q in failed),
-            "evaluated": len(evaluated),
-            "single": n_single,
-            "multi": len(evaluated) - n_single,
-        },
+        "n": {"questions": len(questions), "with_gold": len(gold), "traces": len(by_id),
+              "traces_without_question": sum(1 for q in by_id if q not in qmap),
+              "traces_without_gold": sum(1 for q in by_id if q in qmap and q not in gold),
+              "failed": sum(1 for q in evaluated if q in failed), "evaluated": len(evaluated),
+              "single": n_single, "multi": len(evaluated) - n_single},
         "ks": list(ks),
         "stages": list(stages),
         "metrics": {},
@@ -295,11 +289,7 @@ def evaluate_retrieval(traces: Sequence[Trace] | Sequence[Mapping[str, Any]],
 
     pred = {qid: (by_id[qid].classification.question_type if qid in by_id else "failed")
             for qid in evaluated}
-    groupings: dict[str, dict[str, list[str]]] = {"all": {"all": list(evaluated)}}
-    groupings["gold_type"] = _groups(evaluated, lambda q: gtype[q])
-    groupings["pred_type"] = _groups(evaluated, lambda q: pred[q])
-    for cat in CATEGORIES:
-        groupings[cat] = _groups(evaluated, lambda q, c=cat: category_value(qmap[q], c))
+    groupings = _groupings(evaluated, gtype, pred, qmap)
 
     if trec_dir is not None:
         Path(trec_dir).mkdir(parents=True, exist_ok=True)
@@ -323,6 +313,18 @@ def evaluate_retrieval(traces: Sequence[Trace] | Sequence[Mapping[str, Any]],
     if per_query:
         result["per_query"] = pq_all
     return result
+
+
+def _groupings(evaluated: list[str], gtype: dict[str, str], pred: dict[str, str],
+               qmap: dict[str, Question]) -> dict[str, dict[str, list[str]]]:
+    """The breakdowns of :func:`evaluate_retrieval`: ``{by: {value: [question ids]}}`` for
+    ``all``, ``gold_type``, ``pred_type`` and each of :data:`CATEGORIES`."""
+    groupings: dict[str, dict[str, list[str]]] = {"all": {"all": list(evaluated)}}
+    groupings["gold_type"] = _groups(evaluated, lambda q: gtype[q])
+    groupings["pred_type"] = _groups(evaluated, lambda q: pred[q])
+    for cat in CATEGORIES:
+        groupings[cat] = _groups(evaluated, lambda q, c=cat: category_value(qmap[q], c))
+    return groupings
 
 
 def _groups(qids: Iterable[str], key) -> dict[str, list[str]]:

@@ -358,13 +358,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
             return {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": 0}
         except RuntimeError:  # another FAISS layout: build it in memory below
             pass
-    stream_refine = False  # refine = "flat": the HNSW/IVF part built here, the exact vectors streamed by write_flat_index
-    if cfg.refine == "flat":
-        try:
-            _refine_layout(dim, n), _flat_header(dim, n)
-            stream_refine = True
-        except RuntimeError:  # another FAISS layout: FAISS's own IndexRefineFlat, built in memory
-            pass
+    stream_refine = _streams_refine(cfg, dim, n)
     base_spec = (factory_string(cfg.dense_index, n, dim, cfg.model_copy(update={"refine": "none"}))
                  if stream_refine else spec)
     path = Path(path)
@@ -379,11 +373,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     resumed_rows = int(index.ntotal) if index is not None else 0
     trained_on = int(saved.get("train_size_used", 0))
     if index is None:
-        index = faiss.index_factory(dim, base_spec, faiss.METRIC_INNER_PRODUCT)
-        if hnsw:
-            _hnsw_part(index).hnsw.efConstruction = cfg.hnsw_ef_construction
-        if not index.is_trained:
-            trained_on = _train(index, sources, shards, starts, min(n, cfg.train_size))
+        index, trained_on = _new_index(base_spec, dim, cfg, sources, shards, starts, n)
     else:
         _restore_level_rng(index, resumed_rows)
     seconds_before = float(saved.get("seconds", 0.0))
@@ -407,6 +397,33 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     for f in _checkpoint_paths(path):
         f.unlink(missing_ok=True)
     return info
+
+
+def _streams_refine(cfg, dim: int, n: int) -> bool:
+    """``refine = "flat"`` whose exact vectors :func:`write_flat_index` can stream into the file
+    (the HNSW/IVF part built in memory); False for another FAISS layout (FAISS's own
+    IndexRefineFlat, built in memory) or another ``refine``."""
+    if cfg.refine != "flat":
+        return False
+    try:
+        _refine_layout(dim, n), _flat_header(dim, n)
+        return True
+    except RuntimeError:
+        return False
+
+
+def _new_index(spec: str, dim: int, cfg, sources: list, shards: list, starts: np.ndarray, n: int):
+    """``(index, rows trained on)``: an empty FAISS index of factory ``spec`` (inner product),
+    HNSW's efConstruction set, trained when its type needs it (:func:`_train`)."""
+    import faiss
+
+    index = faiss.index_factory(dim, spec, faiss.METRIC_INNER_PRODUCT)
+    if cfg.dense_index in ("hnsw", "hnsw-sq8"):
+        _hnsw_part(index).hnsw.efConstruction = cfg.hnsw_ef_construction
+    trained_on = 0
+    if not index.is_trained:
+        trained_on = _train(index, sources, shards, starts, min(n, cfg.train_size))
+    return index, trained_on
 
 
 def _train(index, sources: list, shards: list, starts: np.ndarray, size: int) -> int:

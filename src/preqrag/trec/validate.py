@@ -151,6 +151,45 @@ def _reference_problems(file: str, line: int, fmt: str, refs: list[str], msmarco
     return out
 
 
+def _trec_record_problems(file: str, lineno: int, fmt: str, rec, key: str, topic_text: dict[str, str] | None,
+                          topics, msmarco_ids: bool) -> list[Problem]:
+    """The checks of one parsed TREC RAG record (references, citations, length, the format's
+    own fields, its topic against ``topic_text``); the run id is checked across lines by
+    :func:`validate_file`."""
+    out: list[Problem] = []
+    refs = list(rec.references)
+    out += _reference_problems(file, lineno, fmt, refs, msmarco_ids)
+    out += _citation_problems(file, lineno, fmt, rec.answer, refs)
+    if not rec.answer:
+        out.append(Problem(file, lineno, "answer", "no sentence", "warning"))
+    words = response_length([s.text for s in rec.answer])
+    if words > RESPONSE_LIMIT:
+        out.append(Problem(file, lineno, "answer", f"{words} words; at most {RESPONSE_LIMIT} allowed"))
+    if fmt == "trec-rag24":
+        if rec.response_length != words:
+            out.append(Problem(file, lineno, "response_length", f"{rec.response_length}, but the answer has "
+                                    f"{words} words (sentences stripped, NFKC-normalised, split on whitespace)"))
+        if topic_text is not None:
+            if key not in topic_text:
+                out.append(Problem(file, lineno, "topic_id", f"unknown topic {key!r} (not in {topics})"))
+            elif rec.topic != topic_text[key]:
+                out.append(Problem(file, lineno, "topic", f"differs from the text of topic {key!r} in {topics}"))
+    else:
+        md = rec.metadata
+        for name in ("type", "narrative", "prompt"):
+            if getattr(md, name) is None:
+                out.append(Problem(file, lineno, f"metadata.{name}", "missing (optional, the checker warns)",
+                                        "warning"))
+        if topic_text is not None:
+            if key not in topic_text:
+                out.append(Problem(file, lineno, "metadata.narrative_id",
+                                        f"unknown topic {key!r} (not in {topics})"))
+            elif md.narrative is not None and md.narrative != topic_text[key]:
+                out.append(Problem(file, lineno, "metadata.narrative",
+                                        f"differs from the text of topic {key!r} in {topics}", "warning"))
+    return out
+
+
 def validate_file(path: str | Path, fmt: str | None = None, *, topics: str | Path | None = None,
                   msmarco_ids: bool = False) -> tuple[str | None, list[Problem]]:
     """Check every line of an answer file.
@@ -230,36 +269,7 @@ def validate_file(path: str | Path, fmt: str | None = None, *, topics: str | Pat
         elif rid != run_id[0]:
             problems.append(Problem(file, lineno, rid_field, f"{rid!r} differs from {run_id[0]!r} (line {run_id[1]}); "
                                     "a run has one run id"))
-        refs = list(rec.references)
-        problems += _reference_problems(file, lineno, fmt, refs, msmarco_ids)
-        problems += _citation_problems(file, lineno, fmt, rec.answer, refs)
-        if not rec.answer:
-            problems.append(Problem(file, lineno, "answer", "no sentence", "warning"))
-        words = response_length([s.text for s in rec.answer])
-        if words > RESPONSE_LIMIT:
-            problems.append(Problem(file, lineno, "answer", f"{words} words; at most {RESPONSE_LIMIT} allowed"))
-        if fmt == "trec-rag24":
-            if rec.response_length != words:
-                problems.append(Problem(file, lineno, "response_length", f"{rec.response_length}, but the answer has "
-                                        f"{words} words (sentences stripped, NFKC-normalised, split on whitespace)"))
-            if topic_text is not None:
-                if key not in topic_text:
-                    problems.append(Problem(file, lineno, "topic_id", f"unknown topic {key!r} (not in {topics})"))
-                elif rec.topic != topic_text[key]:
-                    problems.append(Problem(file, lineno, "topic", f"differs from the text of topic {key!r} in {topics}"))
-        else:
-            md = rec.metadata
-            for name in ("type", "narrative", "prompt"):
-                if getattr(md, name) is None:
-                    problems.append(Problem(file, lineno, f"metadata.{name}", "missing (optional, the checker warns)",
-                                            "warning"))
-            if topic_text is not None:
-                if key not in topic_text:
-                    problems.append(Problem(file, lineno, "metadata.narrative_id",
-                                            f"unknown topic {key!r} (not in {topics})"))
-                elif md.narrative is not None and md.narrative != topic_text[key]:
-                    problems.append(Problem(file, lineno, "metadata.narrative",
-                                            f"differs from the text of topic {key!r} in {topics}", "warning"))
+        problems += _trec_record_problems(file, lineno, fmt, rec, key, topic_text, topics, msmarco_ids)
     if lines == 0:
         problems.append(Problem(file, 0, "<file>", "no answer line (empty file)"))
     if topic_text is not None:
