@@ -175,51 +175,18 @@ def _shard_rows(d: Path, m: dict, columns: list[str]) -> Iterator[tuple[int, dic
             yield data["doc_ordinal"][r], {c: data[c][r] for c in columns}, vec
 
 
-def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: PipelineConfig, *,
-                 overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None) -> dict:
-    """Combine shards 0..N-1 into one index, identical to a one-shot build of the corpus.
-
-    Args:
-        shard_dirs: the N shard directories (any order).
-        index_dir: the index directory to create.
-        cfg: configuration; its chunking/BM25/embedder settings must be those of the shards.
-        overwrite: replace an existing index (only once the merged one is complete).
-        progress: optional callback ``(phase, done, total)``.
-
-    Returns:
-        The index manifest (as :func:`preqrag.index.build_index` writes it, plus ``shards``).
-
-    Raises:
-        FileExistsError: ``index_dir`` exists and not ``overwrite``.
-        ValueError: the shards do not form one complete set (see :func:`_load_shards`), or
-            ``cfg`` names other settings than the shards were built with.
-    """
+def _interleave(shards: list, partial: Path, total: int,
+                progress: Callable[[str, int, int], None] | None) -> tuple[int, list[Path], bool]:
+    """Step 1 of :func:`merge_shards`: the shards' passages written to ``partial/passages.parquet``
+    and their vectors to ``emb_*.npy`` files in corpus order (document o from shard o % N).
+    Returns ``(passages written, vector files, every shard read to its end)``."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .index import MANIFEST_VERSION, SHARD, _save_shard
-    from .retrieval.bm25 import build_bm25, parquet_texts
-    from .retrieval.dense import build_faiss
+    from .index import SHARD, _save_shard
 
-    index_dir = Path(index_dir)
-    if index_dir.exists() and not overwrite:
-        raise FileExistsError(f"{index_dir} exists; pass overwrite=True (CLI: --overwrite) to replace it")
-    shards = _load_shards(shard_dirs)
-    first = shards[0][1]
-    settings = first["settings"]
-    if settings["bm25"] != cfg.bm25.model_dump() or settings["embedder"]["name"] != cfg.embedder.name:
-        raise ValueError(f"merge: the shards were built with embedder {settings['embedder']['name']!r} and BM25 "
-                         f"{settings['bm25']}; the configuration names {cfg.embedder.name!r} and "
-                         f"{cfg.bm25.model_dump()}")
     n_shards = len(shards)
-    total = sum(m["n_passages"] for _, m in shards)
-    t0 = time.perf_counter()
-    seconds: dict[str, float] = {}
-    partial = index_dir.with_name(index_dir.name + ".partial")
-    start_partial(partial, {"merge_of": [m["corpus"]["sha256"] for _, m in shards], "settings": settings,
-                     "shards": [str(d.resolve()) for d, _ in shards]})
-
-    # 1. passages and vectors in corpus order: document o comes from shard o % N
+    first = shards[0][1]
     columns = ["id", "doc_id", "position", "text"]
     schema = pa.schema([("id", pa.string()), ("doc_id", pa.string()), ("position", pa.int64()),
                         ("text", pa.string())])
@@ -259,10 +226,56 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
         path = partial / f"emb_{len(vec_files):05d}.npy"
         _save_shard(path, np.stack(vec_buf).astype(np.float32))
         vec_files.append(path)
+    return written, vec_files, all(h is None for h in heads)
+
+
+def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: PipelineConfig, *,
+                 overwrite: bool = False, progress: Callable[[str, int, int], None] | None = None) -> dict:
+    """Combine shards 0..N-1 into one index, identical to a one-shot build of the corpus.
+
+    Args:
+        shard_dirs: the N shard directories (any order).
+        index_dir: the index directory to create.
+        cfg: configuration; its chunking/BM25/embedder settings must be those of the shards.
+        overwrite: replace an existing index (only once the merged one is complete).
+        progress: optional callback ``(phase, done, total)``.
+
+    Returns:
+        The index manifest (as :func:`preqrag.index.build_index` writes it, plus ``shards``).
+
+    Raises:
+        FileExistsError: ``index_dir`` exists and not ``overwrite``.
+        ValueError: the shards do not form one complete set (see :func:`_load_shards`), or
+            ``cfg`` names other settings than the shards were built with.
+    """
+    from .index import MANIFEST_VERSION
+    from .retrieval.bm25 import build_bm25, parquet_texts
+    from .retrieval.dense import build_faiss
+
+    index_dir = Path(index_dir)
+    if index_dir.exists() and not overwrite:
+        raise FileExistsError(f"{index_dir} exists; pass overwrite=True (CLI: --overwrite) to replace it")
+    shards = _load_shards(shard_dirs)
+    first = shards[0][1]
+    settings = first["settings"]
+    if settings["bm25"] != cfg.bm25.model_dump() or settings["embedder"]["name"] != cfg.embedder.name:
+        raise ValueError(f"merge: the shards were built with embedder {settings['embedder']['name']!r} and BM25 "
+                         f"{settings['bm25']}; the configuration names {cfg.embedder.name!r} and "
+                         f"{cfg.bm25.model_dump()}")
+    n_shards = len(shards)
+    total = sum(m["n_passages"] for _, m in shards)
+    t0 = time.perf_counter()
+    seconds: dict[str, float] = {}
+    partial = index_dir.with_name(index_dir.name + ".partial")
+    start_partial(partial, {"merge_of": [m["corpus"]["sha256"] for _, m in shards], "settings": settings,
+                     "shards": [str(d.resolve()) for d, _ in shards]})
+
+    # 1. passages and vectors in corpus order: document o comes from shard o % N
+    written, vec_files, complete = _interleave(shards, partial, total, progress)
     from .passages import write_store
 
     write_store(partial / "passages.parquet", partial)
-    if written != total or any(h is not None for h in heads):
+    if written != total or not complete:
         raise ValueError(f"merge: wrote {written} of {total} passages; a shard's doc_ordinal column does not "
                          "match the corpus (rebuild the shards)")
     seconds["merge"] = time.perf_counter() - t0

@@ -154,6 +154,36 @@ def _as_documents(context_ids: list[str], sentences: list[tuple[str, list[int]]]
     return docs, [(t, list(dict.fromkeys(of_passage[c] for c in cs))) for t, cs in sentences]
 
 
+def _check_options(fmt: str, run_id: str, team_id: str | None, ids: str, run_type: str) -> None:
+    """:func:`export_run`'s ValueErrors for its options."""
+    if fmt not in TREC_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; one of {', '.join(TREC_FORMATS)}")
+    if not run_id:
+        raise ValueError("the run id must not be empty")
+    if fmt == "trec-rag25" and not team_id:
+        raise ValueError("trec-rag25 needs a team id (metadata.team_id): give --team-id")
+    if ids not in ("passage", "document"):
+        raise ValueError(f"ids must be 'passage' or 'document', not {ids!r}")
+    if run_type not in ("automatic", "manual"):
+        raise ValueError(f"run type must be 'automatic' or 'manual', not {run_type!r}")
+
+
+def _record(fmt: str, ans: LiveRAGAnswer, refs: list[str], sents: list[tuple[str, list[int]]], run_id: str,
+            team_id: str | None, run_type: str) -> dict:
+    """One run record of ``fmt`` (validated against its model) for an answer's cited sentences."""
+    answer = [{"text": t, "citations": cs} for t, cs in sents]
+    if fmt == "trec-rag24":
+        rec = {"run_id": run_id, "topic_id": str(ans.id), "topic": ans.question, "references": refs,
+               "response_length": response_length([t for t, _ in sents]), "answer": answer}
+        Rag24Answer.model_validate(rec)
+        return rec
+    rec = {"metadata": {"team_id": team_id, "run_id": run_id, "type": run_type, "narrative_id": str(ans.id),
+                        "narrative": ans.question, "prompt": ans.final_prompt},
+           "references": refs, "answer": answer}
+    Rag25Answer.model_validate(rec)
+    return rec
+
+
 def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *, team_id: str | None = None,
                run_type: str = "automatic", ids: str = "passage",
                attributor: Callable[[], object] | None = None) -> ExportSummary:
@@ -183,16 +213,7 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
         ValueError: an unknown format, an empty run id, or no ``team_id`` for 2025.
         FileNotFoundError: the answer file does not exist.
     """
-    if fmt not in TREC_FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; one of {', '.join(TREC_FORMATS)}")
-    if not run_id:
-        raise ValueError("the run id must not be empty")
-    if fmt == "trec-rag25" and not team_id:
-        raise ValueError("trec-rag25 needs a team id (metadata.team_id): give --team-id")
-    if ids not in ("passage", "document"):
-        raise ValueError(f"ids must be 'passage' or 'document', not {ids!r}")
-    if run_type not in ("automatic", "manual"):
-        raise ValueError(f"run type must be 'automatic' or 'manual', not {run_type!r}")
+    _check_options(fmt, run_id, team_id, ids, run_type)
     rows, problems = read_run(answers)
     if problems:
         raise ExportError(problems)
@@ -235,16 +256,7 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
         summary.dropped_references += n_refs - len(refs)
         sents, cut = _fit_words(sents, RESPONSE_LIMIT)
         summary.cut_sentences += cut
-        answer = [{"text": t, "citations": cs} for t, cs in sents]
-        if fmt == "trec-rag24":
-            rec = {"run_id": run_id, "topic_id": str(ans.id), "topic": ans.question, "references": refs,
-                   "response_length": response_length([t for t, _ in sents]), "answer": answer}
-            Rag24Answer.model_validate(rec)
-        else:
-            rec = {"metadata": {"team_id": team_id, "run_id": run_id, "type": run_type, "narrative_id": str(ans.id),
-                                "narrative": ans.question, "prompt": ans.final_prompt},
-                   "references": refs, "answer": answer}
-            Rag25Answer.model_validate(rec)
+        rec = _record(fmt, ans, refs, sents, run_id, team_id, run_type)
         summary.answers += 1
         summary.sentences += len(sents)
         summary.citations += sum(len(cs) for _, cs in sents)
