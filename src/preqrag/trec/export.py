@@ -65,6 +65,14 @@ class ExportSummary:
     dropped_references: int = 0
     records: list[dict] = field(default_factory=list, repr=False)
 
+    def add(self, record: dict, sentences: list[tuple[str, list[int]]]) -> None:
+        """Count one written record and its ``(sentence, citations)``."""
+        self.answers += 1
+        self.sentences += len(sentences)
+        self.citations += sum(len(cs) for _, cs in sentences)
+        self.uncited_sentences += sum(not cs for _, cs in sentences)
+        self.records.append(record)
+
 
 def _fit_words(sentences: list[tuple[str, list[int]]], limit: int) -> tuple[list[tuple[str, list[int]]], int]:
     """Sentences kept within ``limit`` words (:func:`response_length`): whole sentences while
@@ -257,11 +265,7 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
         sents, cut = _fit_words(sents, RESPONSE_LIMIT)
         summary.cut_sentences += cut
         rec = _record(fmt, ans, refs, sents, run_id, team_id, run_type)
-        summary.answers += 1
-        summary.sentences += len(sents)
-        summary.citations += sum(len(cs) for _, cs in sents)
-        summary.uncited_sentences += sum(not cs for _, cs in sents)
-        summary.records.append(rec)
+        summary.add(rec, sents)
         lines.append(json.dumps(rec, ensure_ascii=False) + "\n")
     atomic_write_text(output, "".join(lines))
     return summary
