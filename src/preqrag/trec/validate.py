@@ -151,6 +151,20 @@ def _reference_problems(file: str, line: int, fmt: str, refs: list[str], msmarco
     return out
 
 
+def _liverag_problems(file: str, lineno: int, rec, key: str, topic_text: dict[str, str] | None,
+                      topics) -> list[Problem]:
+    """The checks of one parsed LiveRAG answer: its length (LiveRAG reads 300 words) and its id
+    against ``topic_text``."""
+    out = []
+    words = len(rec.answer.split())
+    if words > LIVERAG_WORDS:
+        out.append(Problem(file, lineno, "answer", f"{words} words; LiveRAG reads only the first {LIVERAG_WORDS}",
+                           "warning"))
+    if topic_text is not None and key not in topic_text:
+        out.append(Problem(file, lineno, "id", f"{key!r} is not in {topics}"))
+    return out
+
+
 def _trec_record_problems(file: str, lineno: int, fmt: str, rec, key: str, topic_text: dict[str, str] | None,
                           topics, msmarco_ids: bool) -> list[Problem]:
     """The checks of one parsed TREC RAG record (references, citations, length, the format's
@@ -255,12 +269,7 @@ def validate_file(path: str | Path, fmt: str | None = None, *, topics: str | Pat
             problems.append(Problem(file, lineno, id_field, f"{key!r} answered again (first on line {answered[key]})"))
         answered.setdefault(key, lineno)
         if fmt == "liverag":
-            words = len(rec.answer.split())
-            if words > LIVERAG_WORDS:
-                problems.append(Problem(file, lineno, "answer", f"{words} words; LiveRAG reads only the first "
-                                        f"{LIVERAG_WORDS}", "warning"))
-            if topic_text is not None and key not in topic_text:
-                problems.append(Problem(file, lineno, "id", f"{key!r} is not in {topics}"))
+            problems += _liverag_problems(file, lineno, rec, key, topic_text, topics)
             continue
         rid = rec.run_id if fmt == "trec-rag24" else rec.metadata.run_id
         rid_field = "run_id" if fmt == "trec-rag24" else "metadata.run_id"
