@@ -259,12 +259,7 @@ def validate_file(path: str | Path, fmt: str | None = None, *, topics: str | Pat
         except ValidationError as e:
             problems += model_problems(file, lineno, e)
             continue
-        if fmt == "liverag":
-            key = str(rec.id)
-        elif fmt == "trec-rag24":
-            key = str(rec.topic_id)
-        else:
-            key = str(rec.metadata.narrative_id)
+        key = str(rec.id if fmt == "liverag" else rec.topic_id if fmt == "trec-rag24" else rec.metadata.narrative_id)
         if key in answered:
             problems.append(Problem(file, lineno, id_field, f"{key!r} answered again (first on line {answered[key]})"))
         answered.setdefault(key, lineno)
