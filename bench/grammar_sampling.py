@@ -40,12 +40,11 @@ class MaskingDecoder(batching.BatchDecoder):
     whole vocabulary (llama-cpp-python's ``Llama._init_sampler`` order)."""
 
     def _seq(self, index, job, slot):
-        chain = self._sampler(job)
-        if job.grammar is not None:  # rebuild the chain with the grammar before the draw
-            chain = self._masking_chain(job)
+        chain = self._masking_chain(job) if job.grammar is not None else self._sampler(job)
         return batching._Seq(index, job, slot, chain, None)
 
     def _masking_chain(self, job):
+        """Penalties, the grammar, greedy (the bench decodes greedily)."""
         from llama_cpp import _internals
 
         s = {**batching.DEFAULT_SAMPLING, **{k: v for k, v in job.sampling.items() if v is not None}}

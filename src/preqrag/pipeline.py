@@ -346,9 +346,7 @@ class Pipeline:
         merged_out = _run_stage("merge", lambda: self.merge.merge(texts, classes, full,
                                                                   [[current[j] for j in own] for own in owns]),
                                 None if self.merge.name == "interleave" else seconds)  # default: untimed, as before
-        views = {**{key: lists[key] for key, *_ in self.retrievers}, "merged": [[r] for r in merged],
-                 **{key: [[r] for r in out] for key, out in step_outputs.items()}}
-        return self._retrieval_traces(questions, classes, plans, owns, views, merged_out, seconds)
+        return self._retrieval_traces(questions, classes, plans, full, merged_out, seconds)
 
     def _search(self, plans: list[QueryPlan], slots: list[tuple[int, int]],
                 seconds: dict[str, float]) -> dict[str, list[list[Ranking]]]:
@@ -409,11 +407,12 @@ class Pipeline:
         return current, step_outputs
 
     def _retrieval_traces(self, questions: list[Question], classes: list[Classification], plans: list[QueryPlan],
-                          owns: list[list[int]], views: dict[str, list[list[Ranking]]], merged_out: list,
+                          full: list[dict[str, list[Ranking]]], merged_out: list,
                           seconds: dict[str, float]) -> list[Trace]:
-        """One Trace per question: each view's first ranking of the question's slots (retrievers,
-        ``merged``, the rerank steps), the merge slot's ``final`` and extra rankings, all cut to
-        ``run.trace_depth``; the batch's stage seconds shared equally."""
+        """One Trace per question: its rankings per trace key as the merge slot read them
+        (``full``: retrievers' primary queries, ``merged``, the rerank steps; one per sub-query),
+        the merge slot's ``final`` and extra rankings, all cut to ``run.trace_depth``; the batch's
+        stage seconds shared equally."""
         n = len(questions)
         per_q = {stage: round(s / n, 4) for stage, s in seconds.items()}
         batches = {stage: StageBatch(size=n, seconds=round(s, 4)) for stage, s in seconds.items()}
@@ -421,7 +420,7 @@ class Pipeline:
         traces = []
         for qi, q in enumerate(questions):
             final, extra_rankings = merged_out[qi]
-            rankings = {key: [per_slot[j][0].top(depth) for j in owns[qi]] for key, per_slot in views.items()}
+            rankings = {key: [r.top(depth) for r in per_sub] for key, per_sub in full[qi].items()}
             rankings["final"] = [final.top(depth)]
             for key, value in extra_rankings.items():
                 rankings[key] = [r.top(depth) for r in value]
