@@ -167,6 +167,8 @@ def main(argv=None) -> int:
     ap.add_argument("--index", required=True)
     ap.add_argument("--questions", required=True)
     ap.add_argument("--sample", type=int, default=None, help="fixed-seed sample (seed 0, as bench/ablation.py)")
+    ap.add_argument("--seed", type=int, default=0, help=(
+        "the sample's seed: 0 is the ladder's sample; 1 a second dev sample, to check that a change carries over"))
     ap.add_argument("--presets", default="preqrag,preqrag-keep,hybrid")
     ap.add_argument("--config", default=None, help="a TOML applied on top of each preset")
     ap.add_argument("--cache-dir", default=None)
@@ -188,7 +190,7 @@ def main(argv=None) -> int:
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
     questions, errors = read_questions(args.questions)
     if args.sample and args.sample < len(questions):
-        questions = random.Random(0).sample(questions, args.sample)
+        questions = random.Random(args.seed).sample(questions, args.sample)
     if args.head:
         questions = questions[:args.head]
     label = args.label or f"{Path(args.index).name} / {Path(args.questions).name} ({len(questions)} q)"
@@ -236,6 +238,7 @@ def main(argv=None) -> int:
         wall = time.perf_counter() - t0
         counts = fallback_counts(traces)
         row = {"name": name, "label": label, "llm": cfg.llm.model, "n_questions": len(questions),
+               **({"sample_seed": args.seed} if args.seed else {}),
                **final_retrieval_columns(traces, questions),
                "seconds_per_question": round(wall / len(questions), 4),
                "seconds_per_question_by_stage": stage_means([t.seconds for t in traces]),

@@ -211,6 +211,34 @@ def _as_trace(t: Trace | Mapping[str, Any]) -> Trace:
     return t if isinstance(t, Trace) else Trace.model_validate(t)
 
 
+def _counts(questions, by_id: dict, qmap: dict, gold: dict, evaluated: list[str], failed: set[str],
+            gtype: dict[str, str]) -> dict[str, int]:
+    """The ``"n"`` block of :func:`evaluate_retrieval`'s result: how many questions, traces and
+    failures were seen and evaluated, single and multi."""
+    n_single = sum(1 for q in evaluated if gtype[q] == "single")
+    return {"questions": len(questions), "with_gold": len(gold), "traces": len(by_id),
+            "traces_without_question": sum(1 for q in by_id if q not in qmap),
+            "traces_without_gold": sum(1 for q in by_id if q in qmap and q not in gold),
+            "failed": sum(1 for q in evaluated if q in failed), "evaluated": len(evaluated),
+            "single": n_single, "multi": len(evaluated) - n_single}
+
+
+def _stages_present(doc_rankings: dict[str, dict[str, list[str]]]) -> list[str]:
+    """The stages found in at least one question's rankings: :data:`STAGES` order, then others sorted."""
+    present: set[str] = set()
+    for r in doc_rankings.values():
+        present.update(r)
+    return [s for s in STAGES if s in present] + sorted(present - set(STAGES))
+
+
+def _breakdown(groupings: dict, pq: dict, gtype: dict[str, str], single_metrics: tuple[str, ...],
+               multi_metrics: tuple[str, ...]) -> dict:
+    """One stage's ``breakdown``: ``{by: {value: group block}}`` over every grouping."""
+    return {by: {value: _group_block(qids, pq, gtype, single_metrics, multi_metrics)
+                 for value, qids in groups.items()}
+            for by, groups in groupings.items()}
+
+
 def evaluate_retrieval(traces: Sequence[Trace] | Sequence[Mapping[str, Any]],
                        questions: Sequence[Question], *,
                        failed_ids: Iterable[str | int] = (),
@@ -252,10 +280,7 @@ def evaluate_retrieval(traces: Sequence[Trace] | Sequence[Mapping[str, Any]],
     Raises:
         ImportError: ranx is not installed (``pip install "ranx==0.3.21"``).
     """
-    by_id: dict[str, Trace] = {}
-    for t in traces:
-        tr = _as_trace(t)
-        by_id[str(tr.id)] = tr
+    by_id = {str(tr.id): tr for tr in map(_as_trace, traces)}  # a later trace of an id replaces an earlier one
     failed = {str(x) for x in failed_ids} - set(by_id)
     qmap = {q.key: q for q in questions}
     gold = {q.key: gold_docs(q) for q in questions if gold_docs(q) and gold_type(q)}
@@ -263,29 +288,13 @@ def evaluate_retrieval(traces: Sequence[Trace] | Sequence[Mapping[str, Any]],
     gtype = {qid: gold_type(qmap[qid]) for qid in evaluated}
 
     doc_rankings = {qid: stage_doc_rankings(by_id[qid]) if qid in by_id else {} for qid in evaluated}
-    present: set[str] = set()
-    for r in doc_rankings.values():
-        present.update(r)
-    if stages is None:
-        stages = [s for s in STAGES if s in present] + sorted(present - set(STAGES))
-    else:
-        stages = list(stages)
+    stages = _stages_present(doc_rankings) if stages is None else list(stages)
 
-    n_single = sum(1 for q in evaluated if gtype[q] == "single")
-    result: dict[str, Any] = {
-        "n": {"questions": len(questions), "with_gold": len(gold), "traces": len(by_id),
-              "traces_without_question": sum(1 for q in by_id if q not in qmap),
-              "traces_without_gold": sum(1 for q in by_id if q in qmap and q not in gold),
-              "failed": sum(1 for q in evaluated if q in failed), "evaluated": len(evaluated),
-              "single": n_single, "multi": len(evaluated) - n_single},
-        "ks": list(ks),
-        "stages": list(stages),
-        "metrics": {},
-    }
     single_metrics = tuple(f"hit@{k}" for k in ks) + ("mrr@10",)
     multi_metrics = tuple(f"recall@{k}" for k in ks) + tuple(f"all@{k}" for k in ks)
-    result["single_metrics"] = list(single_metrics)
-    result["multi_metrics"] = list(multi_metrics)
+    result: dict[str, Any] = {"n": _counts(questions, by_id, qmap, gold, evaluated, failed, gtype), "ks": list(ks),
+                              "stages": list(stages), "metrics": {}, "single_metrics": list(single_metrics),
+                              "multi_metrics": list(multi_metrics)}
 
     pred = {qid: (by_id[qid].classification.question_type if qid in by_id else "failed")
             for qid in evaluated}
@@ -299,14 +308,9 @@ def evaluate_retrieval(traces: Sequence[Trace] | Sequence[Mapping[str, Any]],
     for stage in stages:
         ranks = {qid: doc_rankings[qid].get(stage, []) for qid in evaluated}
         n_missing = sum(1 for qid in evaluated if qid in by_id and stage not in doc_rankings[qid])
-        pq = per_query_metrics(ranks, {q: gold[q] for q in evaluated}, ks)
-        pq_all[stage] = pq
-        breakdown = {
-            by: {value: _group_block(qids, pq, gtype, single_metrics, multi_metrics)
-                 for value, qids in groups.items()}
-            for by, groups in groupings.items()
-        }
-        result["metrics"][stage] = {"n_missing": n_missing, "breakdown": breakdown}
+        pq_all[stage] = pq = per_query_metrics(ranks, {q: gold[q] for q in evaluated}, ks)
+        result["metrics"][stage] = {"n_missing": n_missing,
+                                    "breakdown": _breakdown(groupings, pq, gtype, single_metrics, multi_metrics)}
         if trec_dir is not None and any(ranks.values()):
             to_ranx_run(ranks, name=run_name, depth=depth).save(
                 str(Path(trec_dir) / f"{stage}.trec"), kind="trec")

@@ -160,7 +160,6 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
         ValueError: the base model is not a sentence-transformers model (ONNX models cannot be
             trained), or no training pair could be built.
     """
-    import numpy as np
     import torch
     from sentence_transformers import SentenceTransformer
     try:
@@ -168,7 +167,6 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
     except ImportError:  # sentence-transformers < 6
         from sentence_transformers.losses import MultipleNegativesRankingLoss
 
-    from ..index import model_sha256
     from ..registry import resolve
 
     output = Path(output)
@@ -206,14 +204,66 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
     total = steps_per_epoch * params.epochs
     if params.max_steps:
         total = min(total, params.max_steps)
+    optimizer, scheduler = _optimizer(model, params, total, ckpt if resume else None)
+    model.train()
+    step, losses = _train_steps(model, loss, optimizer, scheduler, pairs, params, state["step"], total,
+                                lambda batch: _batch_columns(batch, qtext, text, qp, pp), ckpt, key, progress)
+    model.eval()
+    record = _training_record(pipeline, questions, params, base.location, len(pairs), step, losses, t0)
+    _save_model(model, output, record)
+    shutil.rmtree(ckpt, ignore_errors=True)
+    return record
+
+
+def _optimizer(model, params: EncoderParams, total: int, checkpoint: Path | None):
+    """(AdamW, linear warm-up over the first 10 % of ``total`` steps) for ``model``, their state read
+    from ``checkpoint`` when resuming."""
+    import torch
+
     optimizer = torch.optim.AdamW(model.parameters(), lr=params.learning_rate)
     warmup = max(1, total // 10)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: min(1.0, (s + 1) / warmup))
-    if resume:
-        opt = torch.load(ckpt / "optimizer.pt", weights_only=True)
+    if checkpoint is not None:
+        opt = torch.load(checkpoint / "optimizer.pt", weights_only=True)
         optimizer.load_state_dict(opt["optimizer"])
         scheduler.load_state_dict(opt["scheduler"])
-    model.train()
+    return optimizer, scheduler
+
+
+def _save_model(model, output: Path, record: dict) -> None:
+    """Write ``model`` with its training ``record`` (plus the model's hash) to ``output``: into a
+    temporary directory first, which then replaces ``output``."""
+    from ..index import model_sha256
+
+    tmp = output.with_name(output.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save(str(tmp))
+    record["model_sha256"] = model_sha256(tmp)
+    atomic_write_text(tmp / ENCODER_RECORD, json.dumps(record, indent=1, sort_keys=True))
+    if output.exists():
+        shutil.rmtree(output)
+    os.replace(tmp, output)
+
+
+def _batch_columns(batch: list[dict], qtext: dict[str, str], text, qp: str, pp: str) -> list[list[str]]:
+    """The loss's input columns for one batch of mined pairs: the questions, their positives, then
+    one column per hard negative that every pair of the batch has."""
+    columns = [[qp + qtext[p["qid"]] for p in batch], [pp + text(p["positive"]) for p in batch]]
+    columns += [[pp + text(p["negatives"][k]) for p in batch]
+                for k in range(min(len(p["negatives"]) for p in batch))]
+    return columns
+
+
+def _train_steps(model, loss, optimizer, scheduler, pairs: list[dict], params: EncoderParams, done: int,
+                 total: int, columns_of, ckpt: Path, key: str, progress) -> tuple[int, list[float]]:
+    """The training loop of :func:`train_encoder`: ``total`` steps over ``params.epochs`` seeded
+    shuffles of ``pairs``, skipping the ``done`` steps a checkpoint holds (dropout seeded per step,
+    so a resumed run equals an uninterrupted one), checkpointing every ``params.checkpoint_every``.
+    Returns (steps taken, the losses of the steps run in this call)."""
+    import numpy as np
+    import torch
+
+    steps_per_epoch = (len(pairs) + params.batch_size - 1) // params.batch_size
     step = 0
     losses: list[float] = []
     for epoch in range(params.epochs):
@@ -221,14 +271,11 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
         for b in range(steps_per_epoch):
             if step >= total:
                 break
-            if step < state["step"]:  # done before the checkpoint
+            if step < done:  # done before the checkpoint
                 step += 1
                 continue
             torch.manual_seed(params.seed * 1_000_003 + step)  # dropout masks independent of resuming
-            batch = [pairs[i] for i in order[b * params.batch_size:(b + 1) * params.batch_size]]
-            columns = [[qp + qtext[p["qid"]] for p in batch], [pp + text(p["positive"]) for p in batch]]
-            columns += [[pp + text(p["negatives"][k]) for p in batch]
-                        for k in range(min(len(p["negatives"]) for p in batch))]
+            columns = columns_of([pairs[i] for i in order[b * params.batch_size:(b + 1) * params.batch_size]])
             tokenize = getattr(model, "preprocess", None) or model.tokenize
             value = loss([{k: v.to(model.device) if hasattr(v, "to") else v for k, v in tokenize(col).items()}
                           for col in columns], None)
@@ -242,18 +289,9 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
                 progress("training", step, total)
             if step % params.checkpoint_every == 0 and step < total:
                 _save_checkpoint(ckpt, model, optimizer, scheduler, {"step": step, "key": key})
-    model.eval()
-    tmp = output.with_name(output.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save(str(tmp))
-    record = _training_record(pipeline, questions, params, base.location, len(pairs), step, losses, t0)
-    record["model_sha256"] = model_sha256(tmp)
-    atomic_write_text(tmp / ENCODER_RECORD, json.dumps(record, indent=1, sort_keys=True))
-    if output.exists():
-        shutil.rmtree(output)
-    os.replace(tmp, output)
-    shutil.rmtree(ckpt, ignore_errors=True)
-    return record
+    return step, losses
+
+
 def _checkpoint_state(ckpt: Path, key: str) -> dict | None:
     """The saved ``{"step", "key"}`` of a checkpoint of this training (same pairs, parameters and
     base model: ``key``), or None; a checkpoint of another training is removed."""

@@ -112,20 +112,7 @@ def extract(question: str, classification: Classification | None, rankings: Mapp
     cut = {key: [r.top(depth) for r in rankings.get(key, [])] for key in LISTS}
     n_sub = max([len(v) for v in cut.values()] + [1])
     final = final.top(depth)
-    order: list[str] = []
-    seen: set[str] = set()
-    for pid in final.ids:
-        d = doc_of(pid)
-        if d not in seen:
-            seen.add(d)
-            order.append(d)
-    for key in LISTS:
-        for r in cut[key]:
-            for pid in r.ids:
-                d = doc_of(pid)
-                if d not in seen:
-                    seen.add(d)
-                    order.append(d)
+    order = _document_order(final, cut)
     if not order:
         return Candidates([], np.zeros((0, len(FEATURE_NAMES))), {})
     row_of = {d: i for i, d in enumerate(order)}
@@ -168,36 +155,61 @@ def extract(question: str, classification: Classification | None, rankings: Mapp
                     best_ce[pid] = max(best_ce.get(pid, -np.inf), float(s))
                 if key == "merged":
                     best_merged_rank[pid] = min(best_merged_rank.get(pid, 1 << 30), i)
-        present = count > 0
-        X[:, col[f"{key}_present"]] = present
-        X[:, col[f"{key}_best_rank"]] = np.where(present, rank, sentinel_rank)
-        X[:, col[f"{key}_n_passages"]] = count
-        if scored:
-            X[:, col[f"{key}_best_score"]] = np.where(present, best, MISSING_SCORE)
-            X[:, col[f"{key}_mean_score"]] = np.where(present, total / np.maximum(count, 1), MISSING_SCORE)
-            X[:, col[f"{key}_best_gap"]] = np.where(present, gap, MISSING_SCORE)
+        _list_columns(X, col, key, count, rank, sentinel_rank, (best, total, gap) if scored else None)
 
-    base_rank = {}
-    for i, d in enumerate(order[:len({doc_of(p) for p in final.ids})]):
-        base_rank[d] = i + 1
-    words = float(len(question.split()))
-    multi = 1.0 if classification is not None and classification.question_type == "multi" else 0.0
-    cscore = (float(classification.score) if classification is not None and classification.score is not None
-              else MISSING_SCORE)
-    for d, k in row_of.items():
+    _document_columns(X, col, order, final, passage_sets, top10, subs, n_sub, sentinel_rank)
+    X[:, col["n_subqueries"]] = n_sub
+    X[:, col["question_multi"]] = (1.0 if classification is not None and classification.question_type == "multi"
+                                   else 0.0)
+    X[:, col["classifier_score"]] = (float(classification.score) if classification is not None
+                                     and classification.score is not None else MISSING_SCORE)
+    X[:, col["query_words"]] = float(len(question.split()))
+
+    passages = {d: sorted(passage_sets[d], key=lambda p: (
+        0 if p in best_ce else 1, -best_ce.get(p, 0.0), best_merged_rank.get(p, 1 << 30),
+        best_any_rank.get(p, 1 << 30), p)) for d in order}
+    return Candidates(order, X, passages)
+
+
+def _list_columns(X: np.ndarray, col: dict[str, int], key: str, count: np.ndarray, rank: np.ndarray,
+                  sentinel_rank: float, scores: tuple[np.ndarray, np.ndarray, np.ndarray] | None) -> None:
+    """Fill list ``key``'s columns of ``X``: present, best rank (``sentinel_rank`` when absent),
+    passages; for a scored list also the best, mean and best-gap score (``scores`` = (best,
+    total, gap) per document; :data:`MISSING_SCORE` when absent)."""
+    present = count > 0
+    X[:, col[f"{key}_present"]] = present
+    X[:, col[f"{key}_best_rank"]] = np.where(present, rank, sentinel_rank)
+    X[:, col[f"{key}_n_passages"]] = count
+    if scores is not None:
+        best, total, gap = scores
+        X[:, col[f"{key}_best_score"]] = np.where(present, best, MISSING_SCORE)
+        X[:, col[f"{key}_mean_score"]] = np.where(present, total / np.maximum(count, 1), MISSING_SCORE)
+        X[:, col[f"{key}_best_gap"]] = np.where(present, gap, MISSING_SCORE)
+
+
+def _document_columns(X: np.ndarray, col: dict[str, int], order: list[str], final: Ranking,
+                      passage_sets: dict[str, set[str]], top10: dict[str, set[str]], subs: dict[str, set[int]],
+                      n_sub: int, sentinel_rank: float) -> None:
+    """Fill the per-document columns of ``X`` (rows in ``order``): the baseline rank and the
+    passage and sub-query counts."""
+    base_rank = {d: i + 1 for i, d in enumerate(order[:len({doc_of(p) for p in final.ids})])}
+    for k, d in enumerate(order):
         X[k, col["baseline_rank"]] = base_rank.get(d, sentinel_rank)
         X[k, col["n_passages"]] = len(passage_sets[d])
         X[k, col["n_passages_top10"]] = len(top10[d])
         X[k, col["n_subqueries_retrieved"]] = len(subs[d])
         X[k, col["share_subqueries_retrieved"]] = len(subs[d]) / n_sub
-    X[:, col["n_subqueries"]] = n_sub
-    X[:, col["question_multi"]] = multi
-    X[:, col["classifier_score"]] = cscore
-    X[:, col["query_words"]] = words
 
-    passages = {}
-    for d in order:
-        passages[d] = sorted(passage_sets[d], key=lambda p: (
-            0 if p in best_ce else 1, -best_ce.get(p, 0.0), best_merged_rank.get(p, 1 << 30),
-            best_any_rank.get(p, 1 << 30), p))
-    return Candidates(order, X, passages)
+
+def _document_order(final: Ranking, cut: dict[str, list[Ranking]]) -> list[str]:
+    """The candidate documents in order: the final ranking's, then each list's (:data:`LISTS`
+    order, sub-query by sub-query) not seen before."""
+    order: list[str] = []
+    seen: set[str] = set()
+    for ids in [final.ids] + [r.ids for key in LISTS for r in cut[key]]:
+        for pid in ids:
+            d = doc_of(pid)
+            if d not in seen:
+                seen.add(d)
+                order.append(d)
+    return order

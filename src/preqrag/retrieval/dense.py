@@ -335,8 +335,6 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     efConstruction 200 took 2.5 h on 2 cores (docs/scale.md): the checkpoints let such a build
     span interrupted sessions or preemptible machines.
     """
-    import faiss
-
     from ..config import IndexConfig
 
     cfg = cfg or IndexConfig()
@@ -358,10 +356,21 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
             return {"type": cfg.dense_index, "factory": spec, "n": int(n), "dim": int(dim), "train_size": 0}
         except RuntimeError:  # another FAISS layout: build it in memory below
             pass
+    return _build_in_memory(sources, shards, lengths, dim, spec, cfg, Path(path), checkpoint_seconds, progress,
+                            ends_sha256)
+
+
+def _build_in_memory(sources: list, shards: list, lengths: list[int], dim: int, spec: str, cfg, path: Path,
+                     checkpoint_seconds: float | None, progress, ends_sha256: list[str]) -> dict:
+    """:func:`build_faiss` for the types built in memory: resume from a checkpoint or create and
+    train the index, add the shards (checkpointing), write it (streaming the exact vectors when
+    ``refine = "flat"``) and return the manifest entry."""
+    import faiss
+
+    n = sum(lengths)
     stream_refine = _streams_refine(cfg, dim, n)
     base_spec = (factory_string(cfg.dense_index, n, dim, cfg.model_copy(update={"refine": "none"}))
                  if stream_refine else spec)
-    path = Path(path)
     t_start = time.perf_counter()
     hnsw = cfg.dense_index in ("hnsw", "hnsw-sq8")
     key = {"factory": base_spec, "n": int(n), "dim": int(dim), "lengths": [int(x) for x in lengths],
