@@ -356,6 +356,10 @@ def test_answer_schema_floor_of_sentences_is_capped_by_the_budget():
     assert bounds(8, 1024, 2) == (2, 3)
     assert bounds(8, 1024) == (1, 3)
     assert bounds(8, 512, 3) == (1, 1)
+    # [cir] max_sentences caps the most (the cir preset: 2); the same schema as a budget holding two
+    assert bounds(8, 1024, 2, 2) == (2, 2)
+    assert cir_answer_schema(8, 1024, 2, 2) == cir_answer_schema(8, 700, 2)
+    assert bounds(8, 512, 1, 2) == (1, 1)  # the budget's cap still applies
 
 
 def test_repeats_are_dropped_sentence_by_sentence():

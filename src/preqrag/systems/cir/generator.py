@@ -119,13 +119,15 @@ def _fill(template: str, **values: str) -> str:
     return re.sub(r"\{(" + "|".join(values) + r")\}", lambda m: values[m.group(1)], template)
 
 
-def cir_answer_schema(n_passages: int, max_new_tokens: int, min_sentences: int = 1) -> dict:
+def cir_answer_schema(n_passages: int, max_new_tokens: int, min_sentences: int = 1,
+                      max_sentences: int | None = None) -> dict:
     """The reply schema of a CIR answer (:data:`OUTPUT_FORMAT`): ``{"sentences": [{"text": str,
     "ids": [id, ...]}]}`` where an id is one of the passage numbers 1..``n_passages`` (an
     ``enum``, so a constrained reply cannot cite a passage that is not in the input), each
     sentence 1..:data:`MAX_SENTENCE_CHARS` characters citing 0..3 passages, at least
-    ``min_sentences`` sentences (``[cir] min_sentences``, capped at the most) and at most as many
-    sentences as fit ``max_new_tokens`` at one character per token
+    ``min_sentences`` sentences (``[cir] min_sentences``, capped at the most) and at most
+    ``max_sentences`` (``[cir] max_sentences``; None: no cap of its own) and as many sentences as fit
+    ``max_new_tokens`` at one character per token
     (:data:`~preqrag.llm.structured.CHARS_PER_TOKEN`; a budget too small for one gets a shorter
     sentence), so the reply closes before its budget ends.
 
@@ -135,7 +137,7 @@ def cir_answer_schema(n_passages: int, max_new_tokens: int, min_sentences: int =
     if n_passages < 1:
         raise ValueError("a CIR answer schema needs at least one passage")
     per_sentence = int(MAX_SENTENCE_CHARS / CHARS_PER_TOKEN) + 24  # the text, its ids, the JSON around
-    max_sentences = max(1, min(12, (max_new_tokens - 16) // per_sentence))
+    max_sentences = max(1, min(12, max_sentences or 12, (max_new_tokens - 16) // per_sentence))
     # a budget too small for one full sentence: a shorter sentence
     max_chars = MAX_SENTENCE_CHARS if max_new_tokens - 16 >= per_sentence else chars_for(max_new_tokens, 200, 40)
     ids = {"type": "array", "items": {"type": "integer", "enum": list(range(1, n_passages + 1))},
@@ -440,7 +442,8 @@ class CIRGenerator:
                                      max_passage_tokens=self.cfg.max_passage_tokens,
                                      builder=lambda qq, ps, pid=pid: build_cir_prompt(qq, ps, pid, fmt)))
         schemas = [None if fmt == "text" else
-                   cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens, self.cir.min_sentences)
+                   cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens, self.cir.min_sentences,
+                                     self.cir.max_sentences)
                    for f in fitted]
         replies = chat_grouped(llm, [[{"role": "user", "content": f.text}] for f in fitted], schemas,
                                [self.cfg.max_new_tokens] * len(fitted), **answer_options(self.cfg))

@@ -43,6 +43,11 @@ class CIRConfig(_Section):
         "generator.max_new_tokens holds). The paper's 'short and concise sentences' make a 1.5B model answer in "
         "~30 words where the LiveRAG reference answers have ~80; a floor makes it state more of what the "
         "segments say (docs/preset-cir.md has the rows)."))
+    max_sentences: int | None = Field(None, ge=1, le=12, description=(
+        "Not in the paper: most sentences the answer's JSON schema allows (maxItems), also capped by what "
+        "generator.max_new_tokens holds (300 characters + 24 tokens a sentence); null: only that cap. The cir "
+        "preset allows 2: a third sentence was mostly copied segment text, decoded twice (in the answer and "
+        "in its rewrite) (docs/preset-cir.md has the rows)."))
 
 
 class MMRConfig(_Section):
@@ -71,5 +76,5 @@ register_preset("cir", {
     "rewriter": {"name": "none"}, "rerank": {"chain": ["cross-encoder", "mmr"]},
     "mmr": {"lambda_": 0.5, "similarity": "cosine", "top_j": 100, "relevance": "scores"},
     "generator": {"name": "cir", "context_top_k": 8, "max_new_tokens": 1024, "context_tokens": 512},
-    "cir": {"prompt": "P.1", "use_question_expertise": True, "min_sentences": 2},
+    "cir": {"prompt": "P.1", "use_question_expertise": True, "min_sentences": 2, "max_sentences": 2},
     "run": {"use_given_candidates": True}})
