@@ -21,8 +21,8 @@ presets:
   cross-encoder (the ablation ladder's ``hybrid-rerank`` row).
 * ``cir``: CIR at TREC 2024 RAG (augmented generation; paper §2, Tables 1-3), its
   priority-1 run (Table 3, run 3): the raw question (CIR rewrites nothing), BM25 + dense,
-  cross-encoder, MMR with cosine similarity and λ = 0.5 over the top j = 100 (§2.1), k = 20
-  passages (Table 1) to the P.1 expertise prompt (or the question's ``user_expertise``) with a
+  cross-encoder, MMR with cosine similarity and λ = 0.5 over the top j = 100 (§2.1), k = 8
+  passages (Table 1: 20 and 50) to the P.1 expertise prompt (or the question's ``user_expertise``) with a
   cited JSON answer (§2.2). A question with its own pre-ranked ``candidates`` (a ragnarok request,
   CIR's task) is answered from the top k of them without retrieval (``run.use_given_candidates``).
   docs/preset-cir.md lists the deviations (:mod:`preqrag.systems.cir`).

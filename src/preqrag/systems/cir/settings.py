@@ -46,8 +46,8 @@ class CIRConfig(_Section):
     max_sentences: int | None = Field(None, ge=1, le=12, description=(
         "Not in the paper: most sentences the answer's JSON schema allows (maxItems), also capped by what "
         "generator.max_new_tokens holds (300 characters + 24 tokens a sentence); null: only that cap. The cir "
-        "preset allows 2: a third sentence was mostly copied segment text, decoded twice (in the answer and "
-        "in its rewrite) (docs/preset-cir.md has the rows)."))
+        "preset allows 2: fewer tokens to decode in the first answer and in its rewrite, with the same token F1 "
+        "(docs/preset-cir.md has the rows)."))
 
 
 class MMRConfig(_Section):
