@@ -10,6 +10,7 @@ see ``shared/papers/README.md``): one JSON object per question with ``id``,
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -22,6 +23,18 @@ def doc_of(passage_id: str) -> str:
     """Document id of a passage id ``"{doc_id}#{position}"`` (document ids never contain ``#``);
     an id without ``#`` is returned unchanged (it is taken to be a document id)."""
     return passage_id.rsplit("#", 1)[0]
+
+
+def docs_in_order(passage_ids: Iterable[str]) -> list[str]:
+    """Map passage ids to document ids in rank order, keeping each document's first occurrence."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for pid in passage_ids:
+        d = doc_of(pid)
+        if d not in seen:
+            seen.add(d)
+            out.append(d)
+    return out
 
 
 class Passage(BaseModel):

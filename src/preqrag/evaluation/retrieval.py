@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from ..records import Question, Trace, doc_of
+from ..records import Question, Trace, docs_in_order
 from ..fusion.interleave import interleave_ids
 
 STAGES: tuple[str, ...] = ("sparse", "dense", "merged", "reranked", "final", "context")
@@ -69,16 +69,6 @@ NONE_VALUE = "none"
 
 # ---------------------------------------------------------------------------- mapping
 
-def docs_in_order(passage_ids: Iterable[str]) -> list[str]:
-    """Map passage ids to document ids in rank order, keeping each document's first occurrence."""
-    seen: set[str] = set()
-    out: list[str] = []
-    for pid in passage_ids:
-        d = doc_of(pid)
-        if d not in seen:
-            seen.add(d)
-            out.append(d)
-    return out
 
 
 def stage_doc_rankings(trace: Trace | Mapping[str, Any]) -> dict[str, list[str]]:

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..fusion.interleave import interleave
-from ..records import Classification, Ranking, doc_of
+from ..records import Classification, Ranking, doc_of, docs_in_order
 
 SCORED_LISTS: tuple[str, ...] = ("sparse", "dense", "reranked")
 """Trace keys whose scores are meaningful (BM25, cosine, cross-encoder logit)."""
@@ -204,12 +204,4 @@ def _document_columns(X: np.ndarray, col: dict[str, int], order: list[str], fina
 def _document_order(final: Ranking, cut: dict[str, list[Ranking]]) -> list[str]:
     """The candidate documents in order: the final ranking's, then each list's (:data:`LISTS`
     order, sub-query by sub-query) not seen before."""
-    order: list[str] = []
-    seen: set[str] = set()
-    for ids in [final.ids] + [r.ids for key in LISTS for r in cut[key]]:
-        for pid in ids:
-            d = doc_of(pid)
-            if d not in seen:
-                seen.add(d)
-                order.append(d)
-    return order
+    return docs_in_order(pid for ids in [final.ids] + [r.ids for key in LISTS for r in cut[key]] for pid in ids)
