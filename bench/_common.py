@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import random
 import socket
 import subprocess
 import time
@@ -209,3 +210,22 @@ def wait_ready(proc: subprocess.Popen, url: str, log: Path | str) -> None:
         except OSError:
             pass
         time.sleep(0.2)
+
+
+def add_dev_sample_args(ap) -> None:
+    """``--questions`` (dev.jsonl), ``--sample`` (500), ``--head`` (200) and ``--seed`` (0): the
+    ladder's fixed-seed dev sample, read by :func:`dev_sample`."""
+    ap.add_argument("--questions", default="../shared/liverag-bench/dev.jsonl")
+    ap.add_argument("--sample", type=int, default=500)
+    ap.add_argument("--head", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=0, help="the sample's seed (0: the ladder's sample)")
+
+
+def dev_sample(args) -> tuple[list, str]:
+    """(questions, what they are): ``args.sample`` questions of ``args.questions`` drawn with seed
+    ``args.seed`` (all of them, shuffled, when the file has fewer), then the first ``args.head``."""
+    from preqrag.io import read_questions
+
+    questions, _ = read_questions(args.questions)
+    questions = random.Random(args.seed).sample(questions, min(args.sample, len(questions)))[:args.head]
+    return questions, f"fixed-seed dev sample (seed {args.seed}, {args.sample}, first {args.head})"

@@ -27,16 +27,16 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import random
 import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import machine, placeholders
+from _common import add_dev_sample_args, dev_sample, machine, placeholders
 
 from preqrag.config import load_config
-from preqrag.io import atomic_write_text, read_questions
+from preqrag.io import atomic_write_text
 from preqrag.pipeline import Pipeline
+from preqrag.records import docs_in_order
 
 STAGES = ("bm25@100", "dense@100", "either@100", "fused", "rerank_cut", "top10", "top3")
 LOSS_STAGES = STAGES[2:]
@@ -44,27 +44,15 @@ LOSS_STAGES = STAGES[2:]
 a document in either top 100 reaches fusion)."""
 
 
-def _docs(pipeline, ids, limit: int | None = None) -> list[str]:
-    """The distinct documents of passage ``ids`` in rank order (the first ``limit`` of them)."""
-    out: list[str] = []
-    for pid in ids:
-        d = pipeline.index.passages[pid].doc_id
-        if d not in out:
-            out.append(d)
-            if limit and len(out) == limit:
-                break
-    return out
-
-
-def stage_docs(pipeline, trace, depth: int, top_k: int) -> dict[str, set[str]]:
+def stage_docs(trace, depth: int, top_k: int) -> dict[str, set[str]]:
     """Stage name → the set of documents present there, for one question's trace."""
     def ids(stage: str) -> list[str]:
         return [pid for r in trace.rankings.get(stage, []) for pid in r.ids]
 
     sparse, dense, fused, reranked = ids("sparse"), ids("dense"), ids("merged"), ids("final")
-    out = {"bm25@100": set(_docs(pipeline, sparse[:100])), "dense@100": set(_docs(pipeline, dense[:100])),
-           "fused": set(_docs(pipeline, fused)), "rerank_cut": set(_docs(pipeline, fused[:depth])),
-           "top10": set(_docs(pipeline, reranked, 10)), "top3": set(_docs(pipeline, reranked[:top_k]))}
+    out = {"bm25@100": set(docs_in_order(sparse[:100])), "dense@100": set(docs_in_order(dense[:100])),
+           "fused": set(docs_in_order(fused)), "rerank_cut": set(docs_in_order(fused[:depth])),
+           "top10": set(docs_in_order(reranked)[:10]), "top3": set(docs_in_order(reranked[:top_k]))}
     out["either@100"] = out["bm25@100"] | out["dense@100"]
     return out
 
@@ -82,7 +70,7 @@ def diagnose(index: str, questions, batch_size: int) -> dict:
     golds: Counter = Counter()
     for q, t in zip(multi, traces):
         kinds = ("all", q.extra.get("answer_type") or "unknown")
-        docs = stage_docs(pipeline, t, cfg.reranker.depth, cfg.generator.context_top_k)
+        docs = stage_docs(t, cfg.reranker.depth, cfg.generator.context_top_k)
         for g in q.extra["gold_doc_ids"]:
             where = next((s for s in LOSS_STAGES if g not in docs[s]), "kept")
             for k in kinds:
@@ -114,14 +102,11 @@ def method(reranker_depth: int) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--index", action="append", required=True, help="LABEL=DIR (repeat: one per corpus)")
-    ap.add_argument("--questions", default="../shared/liverag-bench/dev.jsonl")
-    ap.add_argument("--sample", type=int, default=500)
-    ap.add_argument("--head", type=int, default=200)
+    add_dev_sample_args(ap)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("-o", "--out", default="docs/bench/multidoc_diagnosis.json")
     args = ap.parse_args(argv)
-    questions, _ = read_questions(args.questions)
-    questions = random.Random(0).sample(questions, min(args.sample, len(questions)))[:args.head]
+    questions, described = dev_sample(args)
     corpora = []
     for spec in args.index:
         label, _, path = spec.partition("=")
@@ -129,7 +114,7 @@ def main(argv=None) -> int:
         print(json.dumps(c, indent=1), flush=True)
         corpora.append(c)
     out = Path(args.out)
-    data = {"corpora": corpora, "questions": f"fixed-seed dev sample (seed 0, {args.sample}, first {args.head})",
+    data = {"corpora": corpora, "questions": described,
             "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "python bench/multidoc_diagnosis.py " + " ".join(placeholders(argv or sys.argv[1:])),
             "method": method(corpora[0]["reranker_depth"])}

@@ -25,32 +25,26 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import random
 import sys
 from pathlib import Path
 
-from _common import machine, placeholders
+from _common import add_dev_sample_args, dev_sample, machine, placeholders
 
 from preqrag.config import load_config
 from preqrag.fusion.interleave import interleave
 from preqrag.index import Index
-from preqrag.io import atomic_write_text, read_questions
+from preqrag.records import doc_of, docs_in_order
+from preqrag.io import atomic_write_text
 from preqrag.retrieval.bm25 import tokenize
 
 
 def uncovered_terms(question: str, cut_ids: list[str], index, cfg, top_docs: int) -> list[str]:
     """The question's BM25 terms (in question order, repeats kept) that no passage of the first
     ``top_docs`` documents of ``cut_ids`` (passage ids, best first) holds."""
-    docs: list[str] = []
-    for pid in cut_ids:
-        d = index.passages[pid].doc_id
-        if d not in docs:
-            docs.append(d)
-        if len(docs) == top_docs:
-            break
+    docs = set(docs_in_order(cut_ids)[:top_docs])
     covered: set[str] = set()
     for pid in cut_ids:
-        if index.passages[pid].doc_id in docs:
+        if doc_of(pid) in docs:
             covered.update(tokenize([index.passages[pid].text], cfg.bm25, return_ids=False)[0])
     return [w for w in tokenize([question], cfg.bm25, return_ids=False)[0] if w not in covered]
 
@@ -68,11 +62,11 @@ def measure(path: str, questions, depth: int, top_docs: int, hop_k: int) -> dict
     hd = dict(zip(asked, index.dense.search([hops[i] for i in asked], hop_k))) if asked else {}
 
     def docs(ranking) -> set[str]:
-        return {index.passages[p].doc_id for p in ranking.ids} if ranking is not None else set()
+        return set(docs_in_order(ranking.ids)) if ranking is not None else set()
 
     gold = lost = by_bm25 = by_dense = by_either = 0
     for i, (q, cut) in enumerate(zip(multi, cuts)):
-        in_cut = {index.passages[p].doc_id for p in cut}
+        in_cut = set(docs_in_order(cut))
         b, d = docs(hs.get(i)), docs(hd.get(i))
         for g in q.extra["gold_doc_ids"]:
             gold += 1
@@ -82,7 +76,7 @@ def measure(path: str, questions, depth: int, top_docs: int, hop_k: int) -> dict
             by_bm25 += g in b
             by_dense += g in d
             by_either += g in b or g in d
-    n_docs = [len({index.passages[p].doc_id for p in cut}) for cut in cuts]
+    n_docs = [len(docs_in_order(cut)) for cut in cuts]
     return {"multi_questions": len(multi), "gold_docs": gold, "lost_at_cut": lost,
             "mean_documents_in_cut": round(sum(n_docs) / max(1, len(n_docs)), 1),
             "questions_with_uncovered_terms": len(asked),
@@ -94,17 +88,13 @@ def measure(path: str, questions, depth: int, top_docs: int, hop_k: int) -> dict
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--index", action="append", required=True, help="LABEL=DIR (repeat: one per corpus)")
-    ap.add_argument("--questions", default="../shared/liverag-bench/dev.jsonl")
-    ap.add_argument("--sample", type=int, default=500)
-    ap.add_argument("--head", type=int, default=200)
-    ap.add_argument("--seed", type=int, default=0)
+    add_dev_sample_args(ap)
     ap.add_argument("--depth", type=int, default=30, help="the first hop's cut ([reranker] depth)")
     ap.add_argument("--top-docs", type=int, default=3, help="documents whose passages count as covering")
     ap.add_argument("--hop-k", type=int, default=10, help="passages the second hop returns per retriever")
     ap.add_argument("-o", "--out", default="docs/bench/second_hop.json")
     args = ap.parse_args(argv)
-    questions, _ = read_questions(args.questions)
-    questions = random.Random(args.seed).sample(questions, min(args.sample, len(questions)))[:args.head]
+    questions, described = dev_sample(args)
     rows = []
     for spec in args.index:
         label, _, path = spec.partition("=")
@@ -113,7 +103,7 @@ def main(argv=None) -> int:
         print(json.dumps(row, indent=1), flush=True)
         rows.append(row)
     out = Path(args.out)
-    data = {"rows": rows, "questions": f"fixed-seed dev sample (seed {args.seed}, {args.sample}, first {args.head})",
+    data = {"rows": rows, "questions": described,
             "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "python bench/second_hop.py " + " ".join(placeholders(argv or sys.argv[1:])),
             "note": ("The uncovered terms of the cut's first documents, as a query, find almost none of the gold "

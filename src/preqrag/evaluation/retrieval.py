@@ -69,8 +69,6 @@ NONE_VALUE = "none"
 
 # ---------------------------------------------------------------------------- mapping
 
-
-
 def stage_doc_rankings(trace: Trace | Mapping[str, Any]) -> dict[str, list[str]]:
     """Document rankings of every stage recorded in one trace.
 

@@ -206,8 +206,8 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
         total = min(total, params.max_steps)
     optimizer, scheduler = _optimizer(model, params, total, ckpt if resume else None)
     model.train()
-    step, losses = _train_steps(model, loss, optimizer, scheduler, pairs, params, state["step"], total,
-                                lambda batch: _batch_columns(batch, qtext, text, qp, pp), ckpt, key, progress)
+    step, losses = _train_steps(model, loss, optimizer, scheduler, pairs, params, state["step"], steps_per_epoch,
+                                total, lambda batch: _batch_columns(batch, qtext, text, qp, pp), ckpt, key, progress)
     model.eval()
     record = _training_record(pipeline, questions, params, base.location, len(pairs), step, losses, t0)
     _save_model(model, output, record)
@@ -255,15 +255,16 @@ def _batch_columns(batch: list[dict], qtext: dict[str, str], text, qp: str, pp: 
 
 
 def _train_steps(model, loss, optimizer, scheduler, pairs: list[dict], params: EncoderParams, done: int,
-                 total: int, columns_of, ckpt: Path, key: str, progress) -> tuple[int, list[float]]:
+                 steps_per_epoch: int, total: int, columns_of, ckpt: Path, key: str,
+                 progress) -> tuple[int, list[float]]:
     """The training loop of :func:`train_encoder`: ``total`` steps over ``params.epochs`` seeded
-    shuffles of ``pairs``, skipping the ``done`` steps a checkpoint holds (dropout seeded per step,
-    so a resumed run equals an uninterrupted one), checkpointing every ``params.checkpoint_every``.
+    shuffles of ``pairs`` (``steps_per_epoch`` batches each), skipping the ``done`` steps a
+    checkpoint holds (dropout seeded per step, so a resumed run equals an uninterrupted one),
+    checkpointing every ``params.checkpoint_every``.
     Returns (steps taken, the losses of the steps run in this call)."""
     import numpy as np
     import torch
 
-    steps_per_epoch = (len(pairs) + params.batch_size - 1) // params.batch_size
     step = 0
     losses: list[float] = []
     for epoch in range(params.epochs):
