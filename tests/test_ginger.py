@@ -15,7 +15,7 @@ from preqrag.config import load_config
 from preqrag.systems.ginger.clustering import cluster_nuggets, embed_texts
 from preqrag.systems.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM, GingerGenerator
 from preqrag.systems.ginger.nuggets import (MAX_NUGGETS_PER_PASSAGE, NUGGET_FORMAT, NUGGET_SYSTEM, NUMBERED_FORMAT,
-                                            number_schema, numbered_passage, parse_number_reply, parse_nuggets)
+                                            candidate_excerpts, number_schema, numbered_passage, parse_number_reply, parse_nuggets)
 from preqrag.systems.ginger.pairwise import (CrossEncoderPreference, DuoT5Preference, PairwiseStep, pairwise_order,
                                      sym_sum)
 from preqrag.systems.ginger.rewriting import ANSWER_SYSTEM, REWRITE_SYSTEM, REWRITES_FORMAT, GingerRewriter, parse_rewrites
@@ -67,7 +67,8 @@ def reranker(test_config):
 
 
 def _ginger_cfg(**over):
-    return load_config(None, {**TEST_OVERRIDES, "ginger": over}, pipeline="ginger")
+    """The ginger preset; nuggets from the (scripted) LLM unless ``nugget_detector`` is given."""
+    return load_config(None, {**TEST_OVERRIDES, "ginger": {"nugget_detector": "llm", **over}}, pipeline="ginger")
 
 
 # ------------------------------------------------------------------ 1. multi-query rewriting
@@ -291,6 +292,38 @@ def test_numbered_nugget_replies_name_verbatim_sentences():
     assert parse_number_reply('{"nuggets": []}', excerpts, passage, 0) == ([], ["no nuggets"])
 
 
+def test_numbered_passage_offers_the_sentences_with_the_question_words():
+    passage = ("The Eiffel Tower is in Paris. Many tourists visit. The tower is 330 metres tall. Food is sold "
+               "nearby. Gustave Eiffel's company built the tower.")
+    shown, excerpts = numbered_passage(passage, "How tall is the Eiffel tower, and who built it?", 3)
+    assert excerpts == ["The Eiffel Tower is in Paris.", "The tower is 330 metres tall.",
+                        "Gustave Eiffel's company built the tower."]  # passage order, renumbered
+    assert shown.splitlines()[1] == "[2] The tower is 330 metres tall."
+    assert numbered_passage(passage, "tower", 9) == numbered_passage(passage)  # fewer sentences than the cap
+    found, _ = parse_number_reply('{"nuggets": [2]}', excerpts, passage, 0)
+    assert passage[found[0].start:found[0].end] == "The tower is 330 metres tall."
+
+
+def test_cross_encoder_nuggets_need_no_llm_call(index, small_corpus, reranker):
+    q, ctx = _smoke_contexts(index, small_corpus)
+    llm = ScriptedLLM({SUMMARY_SYSTEM: lambda u: u.rstrip("."), FLUENCY_SYSTEM: _fail})
+    cfg = _ginger_cfg(cluster_ranking="passage-rank", nugget_detector="cross-encoder")
+    gen = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder, cross_encoder=lambda: reranker)
+    (g,) = gen.generate([q], [ctx])
+    assert not any(system == NUGGET_SYSTEM for system, _, _ in llm.calls)
+    nuggets = g.details.nuggets
+    for pi, passage in enumerate(ctx, 1):
+        mine = [n for n in nuggets if n.passage == pi]
+        assert 1 <= len(mine) <= MAX_NUGGETS_PER_PASSAGE
+        assert [n.start for n in mine] == sorted(n.start for n in mine)  # passage order
+        assert all(passage[n.start:n.end] == n.text for n in mine)
+        others = [s for s in candidate_excerpts(passage) if s not in {n.text for n in mine}]
+        if others:  # the kept sentences outscore the passage's other sentences
+            kept = reranker.score([(q, n.text) for n in mine])
+            assert kept.min() >= reranker.score([(q, s) for s in others]).max()
+    assert g.citations and not any("nuggets: none detected" in f for f in g.fallbacks)
+
+
 @pytest.mark.parametrize("mode", ["numbers", "excerpts"])
 def test_generator_citations_point_to_nugget_passages(index, small_corpus, mode):
     q, ctx = _smoke_contexts(index, small_corpus)
@@ -366,7 +399,8 @@ def test_generator_word_limit(index, small_corpus):
     llm = ScriptedLLM({NUGGET_SYSTEM: _annotate_first_sentence_of(ctx), SUMMARY_SYSTEM: lambda u: u.rstrip("."),
                        FLUENCY_SYSTEM: lambda u: u.split(" Response: ", 1)[1]})
     cfg = load_config(None, {**TEST_OVERRIDES, "generator": {"max_words": 12},
-                             "ginger": {"cluster_ranking": "passage-rank"}}, pipeline="ginger")
+                             "ginger": {"cluster_ranking": "passage-rank", "nugget_detector": "llm"}},
+                      pipeline="ginger")
     (g,) = GingerGenerator(llm, cfg.ginger, cfg.generator, index.encoder).generate([q], [ctx])
     assert len(g.answer.split()) <= 12
 

@@ -41,8 +41,17 @@ GAP = " … "
 """Joins two kept sentences that were not adjacent in the passage."""
 
 
-def _scores(question: str, sentences: list[list[str]]) -> list[list[float]]:
-    """Per passage, per sentence: the IDF-weighted overlap with the question's content words."""
+def sentence_scores(question: str, sentences: list[list[str]]) -> list[list[float]]:
+    """Per passage, per sentence: the IDF-weighted overlap with the question's content words
+    (step 2 of the module docstring; IDF ``log(1 + n / df)`` over all the sentences given).
+
+    Args:
+        question: the question.
+        sentences: per passage its sentences.
+
+    Returns:
+        One list of scores (floats >= 0, higher = more answer-bearing) per passage.
+    """
     q = content_words(question)
     words = [[content_words(s) for s in sents] for sents in sentences]
     n = sum(len(w) for w in words) or 1
@@ -121,7 +130,7 @@ def select_sentences(question: str, passages: list[str], *, max_tokens: int,
     if not passages:
         return [], []
     sentences = [split_sentences(p) or [p.strip()] for p in passages]
-    scores = _scores(question, sentences) if scorer is None else _model_scores(question, sentences, scorer)
+    scores = sentence_scores(question, sentences) if scorer is None else _model_scores(question, sentences, scorer)
     share, spare = max_tokens // len(passages), 0
     out, notes = [], []
     for i, (text, sents, sc) in enumerate(zip(passages, sentences, scores), 1):

@@ -5,6 +5,7 @@ generator ``ginger`` (§3.2-3.3)."""
 from __future__ import annotations
 
 from ...components import Context, register
+from ...config import ConfigError
 from ...rerankers import shared_reranker
 from .generator import GingerGenerator
 from .pairwise import PairScorer, PairwiseStep, load_pair_scorer
@@ -44,4 +45,8 @@ def build_pairwise_step(ctx: Context) -> PairwiseStep:
 def build_generator(ctx: Context) -> GingerGenerator:
     """Nuggets, clusters, cluster summaries, fluency pass (GINGER §3.2-3.3, App. B.2-B.3)."""
     encoder = getattr(ctx.index, "encoder", None)
-    return GingerGenerator(ctx.get_llm(), ctx.cfg.ginger, ctx.cfg.generator, encoder, lambda: shared_pair_scorer(ctx))
+    if ctx.cfg.ginger.nugget_detector == "cross-encoder" and ctx.cfg.reranker.name == "none":
+        raise ConfigError("[ginger] nugget_detector = 'cross-encoder' needs a cross-encoder: [reranker] name is "
+                          "'none' (set nugget_detector = 'llm')")
+    return GingerGenerator(ctx.get_llm(), ctx.cfg.ginger, ctx.cfg.generator, encoder, lambda: shared_pair_scorer(ctx),
+                           lambda: shared_reranker(ctx))

@@ -46,9 +46,10 @@ from ...stages import LLM, LLMError
 from ...text import cap_tokens, content_words, llm_window, split_sentences, token_counter
 from .clustering import cluster_nuggets, embed_texts
 from ...llm.structured import chat_grouped
-from .nuggets import (MAX_NUGGETS_PER_PASSAGE, NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, NUMBER_REPLY_TOKENS,
-                      NUMBERED_FORMAT, Nugget, fallback_nugget, nugget_schema, number_schema, numbered_passage,
-                      parse_number_reply, parse_nugget_reply)
+from .nuggets import (MAX_NUGGETS_PER_PASSAGE, MAX_NUMBERED, NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER,
+                      NUMBER_REPLY_TOKENS, NUMBERED_FORMAT, Nugget, candidate_excerpts, fallback_nugget,
+                      keep_verbatim, nugget_schema, number_schema, numbered_passage, parse_number_reply,
+                      parse_nugget_reply)
 from .pairwise import PairScorer, pairwise_order
 
 # Appendix B.3, verbatim.
@@ -130,13 +131,17 @@ class GingerGenerator:
             ``None`` (TF-IDF and word overlap instead).
         pair_scorer: a callable returning the pair scorer (called on first use, so a duoT5
             model loads only when clusters are ranked pairwise).
+        cross_encoder: a callable returning the cross-encoder that scores sentences for
+            ``[ginger] nugget_detector = "cross-encoder"`` (``score(pairs) -> ndarray (n,)``).
     """
 
     name = "ginger"
 
     def __init__(self, llm: LLM, cfg: GingerConfig, gen_cfg: GeneratorConfig, encoder=None,
-                 pair_scorer: Callable[[], PairScorer] | None = None):
+                 pair_scorer: Callable[[], PairScorer] | None = None,
+                 cross_encoder: Callable[[], object] | None = None):
         self.llm = llm
+        self._cross_encoder = cross_encoder
         self.cfg = cfg
         self.gen_cfg = gen_cfg
         self.encoder = encoder
@@ -201,7 +206,7 @@ class GingerGenerator:
                 cuts[qi].append(f"generate: nuggets: question cut to {self.cfg.max_question_tokens} tokens")
             for pi, p in enumerate(passages):
                 ptext, pcut = cap_tokens(p, max(16, window - fixed - count(qtext)), count)
-                shown, offered = numbered_passage(ptext)
+                shown, offered = numbered_passage(ptext, qtext, self.cfg.nugget_sentences)
                 if not offered:
                     continue
                 if pcut:
@@ -281,6 +286,40 @@ class GingerGenerator:
         """Step 1, nugget detection: every passage of the batch in one ``chat_many`` per reply
         budget; per question its nuggets (each passage's closest sentence when none was found)
         and its prompt truncations. Rejected replies go to ``fallbacks``."""
+        if self.cfg.nugget_detector == "cross-encoder":
+            nuggets, truncations = self._scored_nuggets(questions, contexts), [[] for _ in questions]
+        else:
+            nuggets, truncations = self._annotated_nuggets(questions, contexts, count, window, fallbacks)
+        for qi, (q, passages) in enumerate(zip(questions, contexts)):
+            if not nuggets[qi] and any(p.strip() for p in passages):
+                nuggets[qi] = [n for pi, p in enumerate(passages)
+                               if (n := fallback_nugget(q, p, pi, self.encoder)) is not None]
+                fallbacks[qi].append("nuggets: none detected; each passage's sentence closest to the question used")
+        return nuggets, truncations
+
+    def _scored_nuggets(self, questions: list[str], contexts: list[list[str]]) -> list[list[Nugget]]:
+        """``nugget_detector = "cross-encoder"``: every passage's sentences
+        (:func:`~preqrag.systems.ginger.nuggets.candidate_excerpts`) scored against the question in
+        one cross-encoder call; a passage's :data:`MAX_NUGGETS_PER_PASSAGE` best are its nuggets,
+        in passage order."""
+        if self._cross_encoder is None:
+            raise ValueError("ginger.nugget_detector = 'cross-encoder' needs a cross-encoder")
+        slots = [(qi, pi, candidate_excerpts(p)[:MAX_NUMBERED]) for qi, ps in enumerate(contexts)
+                 for pi, p in enumerate(ps) if p.strip()]
+        pairs = [(questions[qi], e) for qi, _, ex in slots for e in ex]
+        scores = np.asarray(self._cross_encoder().score(pairs), dtype=np.float32) if pairs else np.zeros(0)
+        nuggets: list[list[Nugget]] = [[] for _ in questions]
+        lo = 0
+        for qi, pi, ex in slots:
+            sc = scores[lo:lo + len(ex)]
+            lo += len(ex)
+            best = sorted(sorted(range(len(ex)), key=lambda j: (-sc[j], j))[:MAX_NUGGETS_PER_PASSAGE])
+            nuggets[qi] += keep_verbatim([ex[j] for j in best], contexts[qi][pi], pi)[0]
+        return nuggets
+
+    def _annotated_nuggets(self, questions: list[str], contexts: list[list[str]], count, window: int,
+                           fallbacks: list[list[str]]) -> tuple[list[list[Nugget]], list[list[str]]]:
+        """``nugget_detector = "llm"``: the nugget calls (:meth:`_nugget_requests`), parsed."""
         requests, slots, truncations, offered = self._nugget_requests(questions, contexts, count, window)
         replies = self._chat(requests)
         nuggets: list[list[Nugget]] = [[] for _ in questions]
@@ -296,11 +335,6 @@ class GingerGenerator:
                 fallbacks[qi].append(f"nuggets: passage {pi + 1}: dropped {len(rejected)} "
                                      f"({', '.join(sorted(set(rejected)))})")
             nuggets[qi] += found
-        for qi, (q, passages) in enumerate(zip(questions, contexts)):
-            if not nuggets[qi] and any(p.strip() for p in passages):
-                nuggets[qi] = [n for pi, p in enumerate(passages)
-                               if (n := fallback_nugget(q, p, pi, self.encoder)) is not None]
-                fallbacks[qi].append("nuggets: none detected; each passage's sentence closest to the question used")
         return nuggets, truncations
 
     def _cluster_batch(self, questions: list[str], nuggets: list[list[Nugget]],

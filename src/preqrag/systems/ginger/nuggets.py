@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...selection import sentence_scores
 from ...text import content_words, split_sentences
 
 # Appendix B.2, verbatim.
@@ -211,10 +212,20 @@ NUMBER_REPLY_TOKENS = 32
 """Reply budget of a numbered nugget call: ``{"nuggets": [12, 3, 27]}`` takes ~15 tokens."""
 
 
-def numbered_passage(passage: str) -> tuple[str, list[str]]:
+def numbered_passage(passage: str, question: str = "", max_sentences: int | None = None
+                     ) -> tuple[str, list[str]]:
     """``(text, excerpts)``: the passage's sentences (:func:`candidate_excerpts`, at most
-    :data:`MAX_NUMBERED`), one per line as ``[i] sentence``, and the excerpts in that order."""
+    :data:`MAX_NUMBERED`), one per line as ``[i] sentence``, and the excerpts in that order.
+
+    With ``max_sentences`` (``[ginger] nugget_sentences``; not in the paper), only that many are
+    offered: those holding most of ``question``'s content words
+    (:func:`preqrag.selection.sentence_scores`, the default generator's answer-bearing
+    sentences; ties: the earlier sentence), still in passage order, so the prompt is shorter."""
     excerpts = candidate_excerpts(passage)[:MAX_NUMBERED]
+    if max_sentences is not None and len(excerpts) > max_sentences:
+        scores = sentence_scores(question, [excerpts])[0]
+        best = sorted(range(len(excerpts)), key=lambda j: (-scores[j], j))[:max_sentences]
+        excerpts = [excerpts[j] for j in sorted(best)]
     return "\n".join(f"[{i}] {e}" for i, e in enumerate(excerpts, 1)), excerpts
 
 

@@ -38,6 +38,16 @@ class GingerConfig(_Section):
         "their numbers (~15 tokens; preqrag.systems.ginger.nuggets.number_schema), or 'excerpts', the "
         "sentences copied out as JSON (~100-150 tokens a passage; nugget_schema). The nuggets are the same "
         "verbatim sentences either way (docs/preset-ginger.md has the rows of both)."))
+    nugget_detector: Literal["llm", "cross-encoder"] = Field("llm", description=(
+        "Who picks a passage's nuggets (§3.2): 'llm' (the paper: the LLM annotates each passage, App. B.2) or "
+        "'cross-encoder' (not in the paper: the passage's sentences scored against the question by the "
+        "[reranker] cross-encoder, its best 3 kept in passage order; no LLM call, and nugget detection is "
+        "most of GINGER's LLM time; docs/preset-ginger.md has the rows of both)."))
+    nugget_sentences: int | None = Field(None, ge=1, description=(
+        "nugget_reply = 'numbers': sentences of a passage offered to the nugget call, those holding most of the "
+        "question's words (preqrag.selection.sentence_scores), in passage order; null: all (up to 40). Not in "
+        "the paper, whose LLM reads the whole passage: nugget detection is most of GINGER's prefill "
+        "(docs/preset-ginger.md has the rows)."))
     nugget_max_new_tokens: int = Field(512, ge=16, description=(
         "nugget_reply = 'excerpts': tokens a nugget reply may use: the reply lists up to 3 of the passage's "
         "sentences as JSON (preqrag.systems.ginger.nuggets.nugget_schema), and only sentences that fit this "
@@ -67,5 +77,5 @@ register_table("ginger", GingerConfig)
 register_preset("ginger", {
     "rewriter": {"name": "ginger"}, "fusion": {"name": "rrf"}, "rerank": {"chain": ["cross-encoder", "pairwise"]},
     "generator": {"name": "ginger", "context_top_k": 5, "max_words": 300},
-    "ginger": {"n_rewrites": 3, "query_mode": "fuse", "pairwise_top_k": 20, "clustering": "agglomerative",
-               "cluster_ranking": "pairwise", "max_sentences": 5, "fluency": True}})
+    "ginger": {"n_rewrites": 3, "query_mode": "fuse", "pairwise_top_k": 20, "nugget_detector": "cross-encoder",
+               "clustering": "agglomerative", "cluster_ranking": "pairwise", "max_sentences": 3, "fluency": True}})
