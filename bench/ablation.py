@@ -52,11 +52,11 @@ NOTE = ("Quality on the final ranking at document level (ranx); seconds_per_ques
 """What the file's figures mean (written into it; docs/results/ablation.md shows it)."""
 
 ROWS = {
-    "bm25-raw": {"rewriter": {"name": "none"}, "retrieval": {"use_dense": False}, "reranker": {"name": "none"}},
-    "dense-raw": {"rewriter": {"name": "none"}, "retrieval": {"use_sparse": False}, "reranker": {"name": "none"}},
-    "hybrid-union": {"rewriter": {"name": "none"}, "reranker": {"name": "none"}},
+    "bm25-raw": {"rewriter": {"name": "none"}, "retrieval": {"use_dense": False}, "cross_encoder": {"name": "none"}},
+    "dense-raw": {"rewriter": {"name": "none"}, "retrieval": {"use_sparse": False}, "cross_encoder": {"name": "none"}},
+    "hybrid-union": {"rewriter": {"name": "none"}, "cross_encoder": {"name": "none"}},
     "hybrid-rerank": {"rewriter": {"name": "none"}},
-    "hybrid-rerank-all": {"rewriter": {"name": "none"}, "reranker": {"depth": 200}},
+    "hybrid-rerank-all": {"rewriter": {"name": "none"}, "cross_encoder": {"depth": 200}},
     "rewriting": {"rewriter": {"decompose": False}},
     "preqrag": {},
     "preqrag-rrf": {"fusion": {"name": "rrf"}},

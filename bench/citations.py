@@ -34,7 +34,7 @@ Steps:
    question's gold document; their *reference* answers are split into sentences and
    attributed to the top-6 passages the ``hybrid`` preset retrieves from the smoke index
    (``generator.context_top_k = 6``: more non-gold candidates than the default 3;
-   ``reranker.depth = 12``). The
+   ``cross_encoder.depth = 12``). The
    threshold with the best F1 over the grid -6.0 .. 8.0 (step 0.5) is chosen.
 2. **measure** on the 60 smoke questions, with the chosen threshold:
    * the system's answers (``--answers``, from ``preqrag run`` with ``--run-config``), exported with
@@ -146,7 +146,7 @@ def calibrate(index: Path, attributor: Attributor) -> dict:
     qs = calibration_questions()
     log(f"calibration: {len(qs)} dev questions")
     cfg = load_config(None, pipeline="hybrid", overrides={"generator": {"context_top_k": CAL_CONTEXT},
-                                                          "reranker": {"depth": CAL_DEPTH}})
+                                                          "cross_encoder": {"depth": CAL_DEPTH}})
     traces, items = reference_items(index, cfg, qs)
     t0 = time.perf_counter()
     scores = attributor.scores(items)
@@ -170,7 +170,7 @@ def reference_all(index: Path, attributor: Attributor) -> dict:
     from preqrag.config import load_config
 
     qs = load_jsonl(BENCH / "smoke.jsonl")
-    cfg = load_config(None, pipeline="hybrid", overrides={"reranker": {"depth": CAL_DEPTH}})
+    cfg = load_config(None, pipeline="hybrid", overrides={"cross_encoder": {"depth": CAL_DEPTH}})
     traces, items = reference_items(index, cfg, qs)
     cites = attributor.attribute_many(items)
     golds = [q["gold_doc_ids"] for q in qs]

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     rows = []
     for name in EMBEDDERS:
         cfg = load_config(None, {"embedder": {"name": name}, "rewriter": {"name": "none"},
-                                 "retrieval": {"use_sparse": False}, "reranker": {"name": "none"},
+                                 "retrieval": {"use_sparse": False}, "cross_encoder": {"name": "none"},
                                  "run": {"trace_depth": 100}})
         idx = work / name.replace("/", "__")
         shutil.rmtree(idx, ignore_errors=True)

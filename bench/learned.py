@@ -53,7 +53,7 @@ from preqrag.learned.train import collect_traces, fit, folds_of, training_config
 from preqrag.pipeline import Pipeline  # noqa: E402
 
 HYBRID_RERANK = {"rewriter": {"name": "none"}}
-DENSE_RAW = {"rewriter": {"name": "none"}, "retrieval": {"use_sparse": False}, "reranker": {"name": "none"}}
+DENSE_RAW = {"rewriter": {"name": "none"}, "retrieval": {"use_sparse": False}, "cross_encoder": {"name": "none"}}
 
 
 NOTE = ("Quality of the final ranking at document level on held-out folds (GroupKFold over questions sharing gold "

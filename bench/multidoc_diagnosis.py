@@ -8,8 +8,8 @@ of it:
 
 * ``bm25@100`` / ``dense@100``: the BM25 / dense top-100 passages of the question;
 * ``either@100``: either of them (what fusion can see);
-* ``fused``: the fused list (``union``: every candidate; its head of ``[reranker] depth`` is reranked);
-* ``rerank_cut``: the cross-encoder's input, the fused list's first ``[reranker] depth`` (30) passages;
+* ``fused``: the fused list (``union``: every candidate; its head of ``[cross_encoder] depth`` is reranked);
+* ``rerank_cut``: the cross-encoder's input, the fused list's first ``[cross_encoder] depth`` (30) passages;
 * ``top10``: the first 10 distinct documents of the final (reranked) ranking: multi recall@10;
 * ``top3``: the documents of the first ``[generator] context_top_k`` (3) passages, the generator's context.
 
@@ -70,7 +70,7 @@ def diagnose(index: str, questions, batch_size: int) -> dict:
     golds: Counter = Counter()
     for q, t in zip(multi, traces):
         kinds = ("all", q.extra.get("answer_type") or "unknown")
-        docs = stage_docs(t, cfg.reranker.depth, cfg.generator.context_top_k)
+        docs = stage_docs(t, cfg.cross_encoder.depth, cfg.generator.context_top_k)
         for g in q.extra["gold_doc_ids"]:
             where = next((s for s in LOSS_STAGES if g not in docs[s]), "kept")
             for k in kinds:
@@ -85,7 +85,7 @@ def diagnose(index: str, questions, batch_size: int) -> dict:
         row.update({f"lost at {s}": round(lost[k][s] / golds[k], 3) for s in LOSS_STAGES})
         row["kept in top3"] = round(lost[k]["kept"] / golds[k], 3)
         rows.append(row)
-    return {"multi_questions": len(multi), "reranker_depth": cfg.reranker.depth,
+    return {"multi_questions": len(multi), "reranker_depth": cfg.cross_encoder.depth,
             "context_top_k": cfg.generator.context_top_k, "rows": rows}
 
 

@@ -35,6 +35,8 @@ from pathlib import Path
 
 from _common import md_table  # bench/_common.py: the script's folder is on sys.path
 
+from preqrag.config import renamed_tables
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_JSON = ROOT / "docs" / "bench"
 PAGES = ROOT / "docs" / "results"
@@ -179,6 +181,19 @@ def _script_of(stem: str, rows: list[dict], meta: dict) -> str | None:
         f"bench/{stem}.py" if (ROOT / "bench" / f"{stem}.py").is_file() else None)
 
 
+def _comparable(field: str, value):
+    """A key field's value as rows are matched on it: a ``config`` dict (a pipeline configuration) with
+    its tables under their current names (``[reranker]`` is ``[cross_encoder]``:
+    :func:`preqrag.config.renamed_tables`), so that a row written before a rename and one after it
+    of the same settings are one configuration. The page still shows each row as it was written."""
+    if field != "config" or not isinstance(value, dict):
+        return value
+    try:
+        return renamed_tables(value, warn=False)
+    except ValueError:  # both names in one row: compared as written
+        return value
+
+
 def current_rows(rows: list[dict], meta: dict) -> list[tuple[int, dict]]:
     """(1-based position in the JSON, row) of the latest row per configuration and machine, in
     the order the latest rows were written; rows that differ in one of :data:`SWEEP_FIELDS` (the
@@ -192,7 +207,7 @@ def current_rows(rows: list[dict], meta: dict) -> list[tuple[int, dict]]:
     for i, r in enumerate(rows, 1):
         if r.get("superseded_by"):  # history: a later row of the same setting measured more
             continue
-        ident = tuple(json.dumps(r.get(k), sort_keys=True) for k in keys) + (_machine_of(r, meta),)
+        ident = tuple(json.dumps(_comparable(k, r.get(k)), sort_keys=True) for k in keys) + (_machine_of(r, meta),)
         latest.pop(ident, None)
         latest[ident] = (i, r)
     return list(latest.values())

@@ -6,7 +6,7 @@ For each multi-document question of the fixed-seed dev sample (seed ``--seed``, 
 ``--head`` 200, as bench/presets.py) over each index (``--index LABEL=DIR``):
 
 1. the first hop as ``hybrid`` retrieves: BM25 and dense top 100 of the question, interleaved
-   (``union``), cut at ``--depth`` (30, ``[reranker] depth``): the cross-encoder's input;
+   (``union``), cut at ``--depth`` (30, ``[cross_encoder] depth``): the cross-encoder's input;
 2. the question's BM25 terms (the index's tokeniser: stopwords removed, stemmed) that no passage of
    the cut's first ``--top-docs`` documents holds: what the first documents do not cover;
 3. the second hop: those terms as a query, BM25 and dense top ``--hop-k`` passages each.
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--index", action="append", required=True, help="LABEL=DIR (repeat: one per corpus)")
     add_dev_sample_args(ap)
-    ap.add_argument("--depth", type=int, default=30, help="the first hop's cut ([reranker] depth)")
+    ap.add_argument("--depth", type=int, default=30, help="the first hop's cut ([cross_encoder] depth)")
     ap.add_argument("--top-docs", type=int, default=3, help="documents whose passages count as covering")
     ap.add_argument("--hop-k", type=int, default=10, help="passages the second hop returns per retriever")
     ap.add_argument("-o", "--out", default="docs/bench/second_hop.json")

@@ -347,7 +347,7 @@ def corpus_head(corpus, n_docs: int, out):
     return out
 
 
-TEST_OVERRIDES = {"pipeline": "hybrid", "reranker": {"depth": 8, "max_length": 128}, "run": {"batch_size": 3},
+TEST_OVERRIDES = {"pipeline": "hybrid", "cross_encoder": {"depth": 8, "max_length": 128}, "run": {"batch_size": 3},
                   "generator": {"max_new_tokens": 16, "max_passage_tokens": 128, "sentence_scorer": "words"},
                   "rewriter": {"max_new_tokens": 48}}
 """Test settings: the ``hybrid`` preset (no LLM call before generation) with the default models,

@@ -15,7 +15,7 @@ from preqrag.generation import build_prompt, fit_prompt
 from preqrag.io import iter_corpus, read_questions
 from preqrag.preflight import check_models
 
-FAST = {**TEST_OVERRIDES, "rewriter": {"name": "none"}, "reranker": {"name": "none"},
+FAST = {**TEST_OVERRIDES, "rewriter": {"name": "none"}, "cross_encoder": {"name": "none"},
         "generator": {"name": "extractive"}}
 """The probe's settings: rewriter, reranker and LLM off, answers extractive (the rows are about
 input, not models; a test that sets its own ``generator`` table gets the LLM back)."""
@@ -93,7 +93,7 @@ def test_duplicate_document_ids_name_both_lines(tmp_path, small_corpus):
     assert not (tmp_path / "idx").exists()
 
 
-@pytest.mark.parametrize("section,field,name", [("reranker", "name", "no-such/model-xyz"),
+@pytest.mark.parametrize("section,field,name", [("cross_encoder", "name", "no-such/model-xyz"),
                                                ("embedder", "name", "no-such/embedder-xyz"),
                                                ("llm", "model", "no-such/llm-xyz:model.gguf")])
 def test_unavailable_model_is_named_before_the_first_question(section, field, name):
@@ -111,11 +111,11 @@ def test_bundled_models_pass_the_check():
 def test_run_with_unavailable_reranker_exits_2_before_answering(tmp_path, small_index, small_corpus):
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps(q) + "\n" for q in small_corpus[2][:2]))
-    cfg = _cfg(tmp_path, {**FAST, "reranker": {"name": "no-such/model-xyz"}})
+    cfg = _cfg(tmp_path, {**FAST, "cross_encoder": {"name": "no-such/model-xyz"}})
     out = tmp_path / "answers.jsonl"
     r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg)
     assert r.returncode == 2, r.stderr
-    assert "reranker.name = 'no-such/model-xyz'" in r.stderr
+    assert "cross_encoder.name = 'no-such/model-xyz'" in r.stderr
     assert not out.exists() and not (tmp_path / "answers.failed.jsonl").exists()
 
 
@@ -158,7 +158,7 @@ def test_huge_question_and_wide_context_are_answered_with_truncation_in_trace(tm
     huge = " ".join([q["question"]] * (20_000 // len(q["question"].split()) + 1))
     qfile.write_text(json.dumps({"id": "huge", "question": huge}) + "\n"
                      + json.dumps({"id": "wide", "question": q["question"]}) + "\n")
-    cfg = _cfg(tmp_path, {**FAST, "reranker": {"depth": 8, "max_length": 128}, "llm": {"n_ctx": 256},
+    cfg = _cfg(tmp_path, {**FAST, "cross_encoder": {"depth": 8, "max_length": 128}, "llm": {"n_ctx": 256},
                           "generator": {"context_top_k": 8, "max_new_tokens": 4, "sentence_scorer": "words"}})
     out = tmp_path / "answers.jsonl"
     r = _cli("run", qfile, "--index", small_index, "-o", out, "--config", cfg)

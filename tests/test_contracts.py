@@ -33,7 +33,7 @@ def test_a_system_registered_outside_the_package_runs_through_preqrag_run(tmp_pa
     questions = small_corpus[2][:2]
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
-    toml = config_toml({"imports": ["toy_system"], "pipeline": "toy", "reranker": {"depth": 8, "max_length": 128},
+    toml = config_toml({"imports": ["toy_system"], "pipeline": "toy", "cross_encoder": {"depth": 8, "max_length": 128},
                         "toy": {"prefix": "TOY says:"}})
     assert 'pipeline = "toy"' in toml
     cfg, plain, typo = tmp_path / "toy.toml", tmp_path / "plain.toml", tmp_path / "typo.toml"
@@ -82,7 +82,7 @@ def test_derive_rebuilds_the_components_whose_settings_changed(small_index):
     from preqrag.pipeline import Pipeline
     from preqrag.records import Question
 
-    cfg = load_config(None, {"pipeline": "hybrid", "reranker": {"depth": 8, "max_length": 128},
+    cfg = load_config(None, {"pipeline": "hybrid", "cross_encoder": {"depth": 8, "max_length": 128},
                              "rerank": {"chain": ["cross-encoder", "mmr", "bm25-prune"]},
                              "mmr": {"lambda_": 0.5, "top_j": 8}, "dota": {"prune_keep": 6}})
     base = Pipeline.from_config(small_index, cfg)
@@ -108,7 +108,7 @@ def test_derive_rebuilds_the_components_whose_settings_changed(small_index):
     (trace,) = d.retrieve([q])
     assert len(trace.rankings["final"][0].ids) == 3
 
-    d = base.derive({"reranker": {"depth": 4}})
+    d = base.derive({"cross_encoder": {"depth": 4}})
     assert d.rerank_chain[0].depth == 4 and d.rerank_chain[0].reranker is ce.reranker  # one model, shared
 
     d = base.derive({"rerank": {"chain": ["cross-encoder"]}})

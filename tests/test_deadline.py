@@ -89,7 +89,7 @@ class FakeClock:
 
 
 def _controller(deadline_s: float = 100.0):
-    cfg = load_config(None, {"reranker": {"depth": 30}, "generator": {"max_new_tokens": 200},
+    cfg = load_config(None, {"cross_encoder": {"depth": 30}, "generator": {"max_new_tokens": 200},
                              "deadline": {"reserve_s": 2.0, "safety": 0.9, "recover_margin": 0.75,
                                           "rerank_depth": 10, "max_new_tokens": 64, "extractive_prior_s": 0.5}})
     clock = FakeClock()
@@ -151,9 +151,9 @@ def test_level_overrides_are_cumulative():
     cfg = load_config(None, {"classifier": {"name": "llm"}})
     assert level_overrides(cfg, 0) == {}
     assert level_overrides(cfg, 1) == {"rewriter": {"name": "none"}, "classifier": {"name": "rules"}}
-    assert level_overrides(cfg, 2)["reranker"] == {"depth": 10}
+    assert level_overrides(cfg, 2)["cross_encoder"] == {"depth": 10}
     three = level_overrides(cfg, 3)
-    assert three["generator"] == {"context_top_k": 1, "max_new_tokens": 64} and three["reranker"] == {"depth": 10}
+    assert three["generator"] == {"context_top_k": 1, "max_new_tokens": 64} and three["cross_encoder"] == {"depth": 10}
     assert level_overrides(cfg, 4)["generator"]["context_top_k"] == 1
     short = load_config(None, {"deadline": {"levels": ["full", "extractive"]}})
     assert level_overrides(short, 1) == {"rewriter": {"name": "none"},
@@ -334,7 +334,7 @@ def test_deadline_met_through_a_slow_llm_server_then_a_run_without_deadline_is_u
     # no cross-encoder (~7 pairs/s on 2 idle cores): the extractive level, the one every question can
     # fall back to, stays fast on a loaded machine; short prompts and answers (passages cut to 32
     # tokens, 4 answer tokens): the answers are not under test
-    settings = {**TEST_OVERRIDES, "reranker": {"name": "none"},
+    settings = {**TEST_OVERRIDES, "cross_encoder": {"name": "none"},
                 "generator": {"sentence_scorer": "words", "max_new_tokens": 4, "max_passage_tokens": 32}}
     slow_cfg = tmp_path / "slow.toml"
     slow_cfg.write_text(config_toml({**settings, "llm": {**llm, "base_url": f"{proxy.url}/v1"}}))

@@ -18,7 +18,7 @@ def test_default_is_qwen_15b_with_sentence_selection_and_the_environment_replace
     cfg = load_config(None)
     assert DEFAULT_LLM == "qwen2.5-coder-1.5b" and cfg.llm.model == DEFAULT_LLM and LLMConfig().model == DEFAULT_LLM
     assert cfg.generator.context_tokens == 256 and cfg.generator.context_top_k == 3
-    assert cfg.generator.sentence_scorer == "auto" and cfg.reranker.name != "none"  # the cross-encoder chooses
+    assert cfg.generator.sentence_scorer == "auto" and cfg.cross_encoder.name != "none"  # the cross-encoder chooses
     monkeypatch.setenv(LLM_MODEL_ENV, "  ")  # blank: the default
     assert LLMConfig().model == DEFAULT_LLM
     monkeypatch.setenv(LLM_MODEL_ENV, TEST_LLM)
@@ -46,7 +46,7 @@ def test_default_llm_is_installed_and_answers_from_selected_sentences(small_inde
     # took 8 s to prefill on 2 AVX2 cores) still cut every smoke passage; 8 candidates of 128-token pairs keep
     # the reranking (not under test here) to a second, as in the shared test configuration
     cfg = load_config(None, {"generator": {"max_new_tokens": 24, "context_tokens": 128},
-                             "reranker": {"depth": 8, "max_length": 128}})
+                             "cross_encoder": {"depth": 8, "max_length": 128}})
     assert cfg.llm.model == DEFAULT_LLM
     q = next(q for q in small_corpus[2] if q["n_gold"] == 1)
     (out,) = Pipeline.from_config(small_index, cfg).answer([Question(id=q["id"], question=q["question"])])

@@ -101,6 +101,16 @@ def test_results_page_keeps_the_latest_row_per_configuration_and_machine():
     assert "| setup.n | 3 |" in one and "| a | 0.5 |" in one and "| b | 0.25 |" in one
 
 
+def test_results_rows_before_and_after_a_table_rename_are_one_configuration():
+    """A row whose config says [reranker] (written before it became [cross_encoder]) and a later row
+    of the same settings under the new name: one configuration, the later row current."""
+    res = _results_module()
+    old = {"name": "hybrid", "config": {"pipeline": "hybrid", "reranker": {"depth": 30}}, "hit@10": 0.8}
+    new = {"name": "hybrid", "config": {"pipeline": "hybrid", "cross_encoder": {"depth": 30}}, "hit@10": 0.85}
+    other = {"name": "hybrid", "config": {"pipeline": "hybrid", "cross_encoder": {"depth": 20}}, "hit@10": 0.7}
+    assert [i for i, _ in res.current_rows([old, new, other], {})] == [2, 3]
+
+
 def test_results_page_cuts_nothing_that_tells_rows_apart():
     """A long label (a key field) is shown whole; rows of one configuration on other question counts
     are both current; a settings dict shows what differs between the rows; a long note is a paragraph

@@ -367,7 +367,7 @@ def test_preset_settings_and_routing_needs_dense_retrieval(small_index):
     assert cfg.rewriter.name == "dota" and cfg.generator.name == "dota"
     assert cfg.retrieval.use_sparse  # routed hybrid: BM25 inside the routed parts too (a deviation from §2.3)
     assert cfg.retrieval.dense_top_k == 100 and cfg.rerank.chain == ["bm25-prune", "cross-encoder"]
-    assert cfg.dota.prune_keep == 20 and cfg.reranker.depth == 20 and cfg.generator.context_top_k == 10
+    assert cfg.dota.prune_keep == 20 and cfg.cross_encoder.depth == 20 and cfg.generator.context_top_k == 10
     assert cfg.dota.route_votes == 4 and cfg.dota.route_top_n == 2 and cfg.dota.route_temperature > 0
     assert cfg.dota.search_question  # the question beside the rewrite (a deviation, docs/preset-dota.md)
     no_dense = load_config(None, {"retrieval": {"use_dense": False}}, pipeline="dota")
@@ -436,7 +436,7 @@ def test_dota_preset_end_to_end(small_index, small_corpus, tmp_path):
     qpath.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
     cfg = tmp_path / "dota.toml"
     cfg.write_text(config_toml({
-        **TEST_OVERRIDES, "pipeline": "dota", "reranker": {"depth": 20, "max_length": 128}, "generator": {"max_new_tokens": 24},
+        **TEST_OVERRIDES, "pipeline": "dota", "cross_encoder": {"depth": 20, "max_length": 128}, "generator": {"max_new_tokens": 24},
         "dota": {"route_max_new_tokens": 48, "rewrite_max_new_tokens": 48, "context_tokens": 600}}),
         encoding="utf-8")
     out = tmp_path / "answers.jsonl"

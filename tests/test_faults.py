@@ -26,7 +26,7 @@ def _lines(path):
     return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
 
 
-RUN_SETTINGS = {**TEST_OVERRIDES, "reranker": {"name": "none"}}
+RUN_SETTINGS = {**TEST_OVERRIDES, "cross_encoder": {"name": "none"}}
 """The runs' settings: the test settings without the cross-encoder. Over :func:`bm25_index` a run
 loads no embedder and no cross-encoder: these scenarios are about LLM calls and output files,
 not retrieval."""

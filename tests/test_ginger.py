@@ -425,7 +425,7 @@ def test_ginger_preset_end_to_end(small_index, small_corpus):
         assert 1 <= len(a.passages) <= 2 and a.answer.strip()
         t = o.trace
         assert set(t.rankings) == {"sparse", "dense", "merged", "reranked", "pairwise", "final"}
-        assert len(t.rankings["pairwise"][0]) <= cfg.reranker.depth
+        assert len(t.rankings["pairwise"][0]) <= cfg.cross_encoder.depth
         assert t.context_ids == t.rankings["pairwise"][0].ids[:2]
         assert t.plan.rewriter == "ginger" and len(t.plan.sub_queries) == 1
         assert t.plan.sub_queries[0].sparse == o.question.question

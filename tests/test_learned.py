@@ -21,7 +21,7 @@ from preqrag.learned.train import (baseline_doc_rankings, collect_traces, doc_me
                                    learned_doc_rankings, question_groups, training_config)
 from preqrag.pipeline import Pipeline
 
-SPARSE = {"pipeline": "hybrid", "retrieval": {"use_dense": False}, "reranker": {"name": "none"},
+SPARSE = {"pipeline": "hybrid", "retrieval": {"use_dense": False}, "cross_encoder": {"name": "none"},
           "run": {"batch_size": 30}}
 """BM25 only, no cross-encoder: a baseline the smoke set does not saturate (hit@1 < 1)."""
 
@@ -61,7 +61,7 @@ def trained(sparse_index, smoke_questions, tmp_path_factory):
     """A ranker trained with the CLI on every smoke question, its traces and its file."""
     out = tmp_path_factory.mktemp("ranker") / "ranker.json"
     cfg_path = out.with_name("sparse.toml")
-    cfg_path.write_text('pipeline = "hybrid"\n[retrieval]\nuse_dense = false\n[reranker]\nname = "none"\n')
+    cfg_path.write_text('pipeline = "hybrid"\n[retrieval]\nuse_dense = false\n[cross_encoder]\nname = "none"\n')
     from preqrag.cli import app
 
     res = CliRunner().invoke(app, ["train-ranker", str(SMOKE), "--index", str(sparse_index), "-o", str(out),
@@ -184,7 +184,7 @@ def test_train_encoder_changes_weights_and_pulls_positives_closer(small_index, s
     from preqrag.registry import resolve
 
     qs, _ = read_questions(small_corpus[1])
-    cfg = training_config(load_config(None, {"pipeline": "hybrid", "reranker": {"name": "none"}}))
+    cfg = training_config(load_config(None, {"pipeline": "hybrid", "cross_encoder": {"name": "none"}}))
     pipeline = Pipeline.from_config(small_index, cfg)
     out = tmp_path / "enc"
     params = EncoderParams(epochs=2, batch_size=3, hard_negatives=1, learning_rate=1e-4, max_seq_length=64,
@@ -232,7 +232,7 @@ def test_train_encoder_resumes_from_its_checkpoint(small_index, small_corpus, tm
     from preqrag.learned.encoder import EncoderParams, train_encoder
 
     qs, _ = read_questions(small_corpus[1])
-    cfg = training_config(load_config(None, {"pipeline": "hybrid", "reranker": {"name": "none"}}))
+    cfg = training_config(load_config(None, {"pipeline": "hybrid", "cross_encoder": {"name": "none"}}))
     pipeline = Pipeline.from_config(small_index, cfg)
     traces = collect_traces(pipeline, qs, tmp_path / "traces.jsonl")
     params = EncoderParams(epochs=1, batch_size=3, hard_negatives=1, learning_rate=1e-4, max_seq_length=32,

@@ -44,7 +44,7 @@ def test_trace_records_every_stage(outcomes, llm_test_config):
         assert set(t.rankings) == {"sparse", "dense", "merged", "reranked", "final"}
         n_sub = len(t.plan.sub_queries)
         assert all(len(t.rankings[s]) == n_sub for s in ("sparse", "dense", "merged", "reranked"))
-        assert all(len(r) <= llm_test_config.reranker.depth for r in t.rankings["reranked"])
+        assert all(len(r) <= llm_test_config.cross_encoder.depth for r in t.rankings["reranked"])
         for r in t.rankings["reranked"]:
             assert r.scores == sorted(r.scores, reverse=True)
         assert t.context_ids == t.rankings["final"][0].ids[:3]
@@ -74,13 +74,13 @@ def test_cross_encoder_scores_pairs_alone_and_agrees_with_padded_batches(pipelin
     not depend on the other pairs of the call, and on real smoke passages it ranks as padded batches do."""
     from scipy.stats import spearmanr
 
-    from preqrag.config import RerankerConfig
+    from preqrag.config import CrossEncoderConfig
     from preqrag.rerankers import load_reranker
 
     texts = [pipeline.index.text(pid) for pid in pipeline.index.passage_ids[:12]]
     pairs = [("How does moss spread on lawns?", t) for t in texts]
-    alone = load_reranker(RerankerConfig(max_length=256, batch_size=1))
-    padded = load_reranker(RerankerConfig(max_length=256, batch_size=8))
+    alone = load_reranker(CrossEncoderConfig(max_length=256, batch_size=1))
+    padded = load_reranker(CrossEncoderConfig(max_length=256, batch_size=8))
     a = alone.score(pairs)
     assert a.shape == (12,) and a.dtype == np.float32
     assert alone.score(pairs[3:4])[0] == a[3] and alone.score(pairs[::-1])[::-1].tolist() == a.tolist()
@@ -115,7 +115,7 @@ def test_rrf_fusion_and_no_reranker_run_end_to_end(pipeline, small_corpus):
     fused = RRFFusion(k=60).fuse([Ranking(ids=["a", "b", "c"], scores=[3, 2, 1]), Ranking(ids=["c", "a"], scores=[2, 1])])
     assert fused.ids == ["a", "c", "b"]
     assert fused.scores[0] == pytest.approx(1 / 61 + 1 / 62)
-    p = pipeline.derive({"fusion": {"name": "rrf"}, "reranker": {"name": "none"}, "rewriter": {"name": "none"}})
+    p = pipeline.derive({"fusion": {"name": "rrf"}, "cross_encoder": {"name": "none"}, "rewriter": {"name": "none"}})
     assert p.rerank_chain == []
     qs = [Question(id=q["id"], question=q["question"]) for q in small_corpus[2][:2]]
     for t in p.retrieve(qs):

@@ -38,7 +38,7 @@ from conftest import config_toml, encoder_atol, run_cli, same_top
 ray = pytest.importorskip("ray")
 
 RUN_OVERRIDES = {"pipeline": "preqrag", "embedder": {"name": "wordllama"}, "rewriter": {"name": "none"},
-                 "reranker": {"depth": 8, "max_length": 128},
+                 "cross_encoder": {"depth": 8, "max_length": 128},
                  "generator": {"sentence_scorer": "words", "max_new_tokens": 16, "max_passage_tokens": 32}, "run": {"batch_size": 2}}
 """Every stage, LLM answers (SmolLM2, greedy), no LLM rewriting: a fast run with real models
 that need no torch (the learned classifier, the WordLlama embedder, the ONNX cross-encoder on

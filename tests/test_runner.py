@@ -114,11 +114,11 @@ def read_valid(path):
 
 def test_ask_and_config_commands(small_index, cfg_file):
     r = _cli("config")
-    assert r.returncode == 0 and "[reranker]" in r.stdout and 'name = "cross-encoder/ms-marco-MiniLM-L-12-v2"' in r.stdout
+    assert r.returncode == 0 and "[cross_encoder]" in r.stdout and 'name = "cross-encoder/ms-marco-MiniLM-L-12-v2"' in r.stdout
     bad = cfg_file.parent / "bad.toml"
-    bad.write_text("[reranker]\ndepht = 3\n")
+    bad.write_text("[cross_encoder]\ndepht = 3\n")
     r = _cli("config", "--config", bad)
-    assert r.returncode == 2 and "reranker.depht" in r.stderr
+    assert r.returncode == 2 and "cross_encoder.depht" in r.stderr
     # the LLM answers from one short passage, in a few tokens (the record's fields are under test)
     cfg_file.write_text(_toml({**TEST_OVERRIDES, "generator": {"sentence_scorer": "words", "context_top_k": 1, "max_passage_tokens": 64,
                                                                 "max_new_tokens": 4}}))

@@ -106,7 +106,7 @@ def test_cross_encoder_scorer_keeps_the_sentence_that_answers_and_the_generator_
     the pipeline's own cross-encoder, and refuses a configuration without one."""
     from preqrag import components
     from preqrag.components import Context
-    from preqrag.config import RerankerConfig, load_config
+    from preqrag.config import CrossEncoderConfig, load_config
     from preqrag.rerankers import load_reranker
 
     q = "How tall is the Eiffel Tower?"
@@ -116,7 +116,7 @@ def test_cross_encoder_scorer_keeps_the_sentence_that_answers_and_the_generator_
     budget = approx_tokens(echo) + 1  # room for one of the two
     by_words, _ = select_sentences(q, [p], max_tokens=budget, count=approx_tokens)
     assert "Tall towers" in by_words[0] and "330 metres" not in by_words[0]  # a tie: the earlier sentence
-    ce = load_reranker(RerankerConfig())
+    ce = load_reranker(CrossEncoderConfig())
     by_ce, notes = select_sentences(q, [p], max_tokens=budget, count=approx_tokens,
                                     scorer=lambda q_, ss: ce.score([(q_, s) for s in ss]))
     assert "330 metres" in by_ce[0] and "Tall towers" not in by_ce[0] and notes[0].startswith("passage 1: ")
@@ -133,7 +133,7 @@ def test_cross_encoder_scorer_keeps_the_sentence_that_answers_and_the_generator_
     # the default, "auto": the cross-encoder when the pipeline has one, else question words;
     # asking for the cross-encoder where there is none fails when the pipeline is built
     assert components.build("generator", "preqrag", Context(cfg=load_config(None))).sentence_scorer is not None
-    none = {"reranker": {"name": "none"}}
+    none = {"cross_encoder": {"name": "none"}}
     assert components.build("generator", "preqrag", Context(cfg=load_config(None, none))).sentence_scorer is None
     bad = load_config(None, {"generator": {"sentence_scorer": "cross-encoder"}, **none})
     with pytest.raises(ValueError, match="sentence_scorer"):

@@ -38,7 +38,7 @@ from conftest import TEST_OVERRIDES, _free_port, config_toml, run_cli
 
 REPO = Path(__file__).resolve().parent.parent
 SERVE_OVERRIDES = {**TEST_OVERRIDES, "embedder": {"name": "wordllama"}, "rewriter": {"name": "none"},
-                   "reranker": {"depth": 8, "max_length": 128},
+                   "cross_encoder": {"depth": 8, "max_length": 128},
                    "generator": {"sentence_scorer": "words", "max_new_tokens": 8, "max_passage_tokens": 32},
                    "llm": {"n_threads": 1}, "run": {"batch_size": 4}}
 """Fast test pipeline: no LLM rewriting, the WordLlama embedder (no torch to import: a server
@@ -48,7 +48,7 @@ threads on a busy 2-core machine (the fuzzer, the browser and the test itself be
 server) spin at llama.cpp's barriers and answer many times slower. The servers also get a
 content cache (``run.cache_dir``, :func:`serve_data`): a question asked again (the same question
 on the page, the fuzzer's many ``"0"`` questions) skips the models it already ran."""
-OTHER_OVERRIDES = {**SERVE_OVERRIDES, "classifier": {"name": "rules"}, "reranker": {"name": "none"},
+OTHER_OVERRIDES = {**SERVE_OVERRIDES, "classifier": {"name": "rules"}, "cross_encoder": {"name": "none"},
                    "fusion": {"name": "rrf"}}
 """The second preset served for side-by-side comparison."""
 MAX_BATCH = 3
@@ -318,7 +318,7 @@ def test_second_preset_and_config(server, serve_data):
     status, cfg, _ = http("GET", f"{server.url}/v1/config")
     assert status == 200
     assert list(cfg["pipelines"]) == ["default", "no-rerank"] and cfg["default"] == "default"
-    assert cfg["pipelines"]["no-rerank"]["reranker"]["name"] == "none"
+    assert cfg["pipelines"]["no-rerank"]["cross_encoder"]["name"] == "none"
     assert q in cfg["examples"]
     status, schema, _ = http("GET", f"{server.url}/openapi.json")
     assert status == 200 and {"/v1/answer", "/v1/retrieve", "/v1/batch", "/v1/config"} <= set(schema["paths"])

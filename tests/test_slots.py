@@ -116,7 +116,7 @@ def test_a_programming_error_surfaces_without_retries():
 
 
 def test_cross_encoder_cap_per_document_reaches_further_down_the_ranking():
-    """``[reranker] max_per_document``: the depth candidates hold at most that many passages of
+    """``[cross_encoder] max_per_document``: the depth candidates hold at most that many passages of
     one document, so more documents reach the cross-encoder for the same number of pairs."""
     from preqrag.rerankers.steps import CrossEncoderStep
 
@@ -138,5 +138,5 @@ def test_cross_encoder_cap_per_document_reaches_further_down_the_ranking():
     out = capped.rerank(["q"], [ranking], text)
     assert scored[-1] == [text(p) for p in ["a#1", "b#1", "c#1", "d#1"]]  # only the capped head is scored
     assert out[0].ids == ["d#1", "c#1", "b#1", "a#1"]  # best (longest text) first
-    cfg = load_config(None, {"reranker": {"max_per_document": 2}})
-    assert cfg.reranker.max_per_document == 2 and load_config(None).reranker.max_per_document is None
+    cfg = load_config(None, {"cross_encoder": {"max_per_document": 2}})
+    assert cfg.cross_encoder.max_per_document == 2 and load_config(None).cross_encoder.max_per_document is None

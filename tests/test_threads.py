@@ -18,12 +18,12 @@ import json, os, sys
 cpus = json.loads(sys.argv[1])
 if cpus is not None:
     os.sched_setaffinity(0, cpus)
-from preqrag.config import LLMConfig, RerankerConfig
+from preqrag.config import CrossEncoderConfig, LLMConfig
 from preqrag.llm.llamacpp import LlamaCppLLM
 from preqrag.rerankers import load_reranker
 from preqrag.threads import cpu_threads
 
-ce = load_reranker(RerankerConfig())
+ce = load_reranker(CrossEncoderConfig())
 session, _ = ce._load()
 llm = LlamaCppLLM(LLMConfig())._load()
 assert session.get_session_options().intra_op_num_threads == 1  # pairs run alone, one per thread

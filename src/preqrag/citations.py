@@ -163,7 +163,7 @@ def load_attributor(reranker=None, *, threshold: float = DEFAULT_THRESHOLD,
     """An :class:`Attributor` over the configured cross-encoder.
 
     Args:
-        reranker: a :class:`preqrag.config.RerankerConfig` (its ``name``, ``max_length``,
+        reranker: a :class:`preqrag.config.CrossEncoderConfig` (its ``name``, ``max_length``,
             ``batch_size``); default: the default configuration (the bundled
             ``cross-encoder/ms-marco-MiniLM-L-12-v2``). ``name = "none"`` falls back to the
             bundled default, since attribution needs a cross-encoder.
@@ -175,10 +175,10 @@ def load_attributor(reranker=None, *, threshold: float = DEFAULT_THRESHOLD,
         FileNotFoundError: the model's package is not installed (the message names the pip
             requirement, :func:`preqrag.registry.resolve`).
     """
-    from .config import RerankerConfig
+    from .config import CrossEncoderConfig
     from .rerankers import load_reranker
 
-    cfg = reranker if reranker is not None else RerankerConfig()
+    cfg = reranker if reranker is not None else CrossEncoderConfig()
     if cfg.name.lower() == "none":
-        cfg = RerankerConfig()
+        cfg = CrossEncoderConfig()
     return Attributor(load_reranker(cfg, cache_dir), threshold=threshold, max_per_sentence=max_per_sentence)

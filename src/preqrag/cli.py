@@ -265,7 +265,7 @@ def ask(question: str = typer.Argument(..., help="The question."),
 
 
 def _attributor(pipeline):
-    """The citation attributor over the pipeline's own ``[reranker]`` cross-encoder (shared from
+    """The citation attributor over the pipeline's own ``[cross_encoder]`` cross-encoder (shared from
     its model pool, not loaded again; the bundled one when the preset has none), or ``None`` when
     it cannot load: the answer is then shown unmarked."""
     from .citations import Attributor, load_attributor
@@ -442,6 +442,8 @@ def show_config(config: Optional[Path] = ConfigOpt,
                     "of the core ones (docs/configuration-systems.md)."))):
     """Print the configuration (defaults, a preset's, or a file's values) as documented TOML, or
     with --markdown as the reference pages (without --config/-p: the shipped defaults)."""
+    from rich.markup import escape
+
     from .config import config_reference
 
     part = "systems" if systems else "core"
@@ -451,7 +453,7 @@ def show_config(config: Optional[Path] = ConfigOpt,
     try:
         cfg = load_config(config, pipeline=pipeline)
     except ConfigError as e:
-        err.print(f"[red]config error:[/red] {e}")
+        err.print(f"[red]config error:[/red] {escape(str(e))}")  # [table] is not markup
         raise typer.Exit(2)
     typer.echo(config_reference(cfg, part) if markdown else dump_config(cfg))
 

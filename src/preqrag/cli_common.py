@@ -9,6 +9,7 @@ from typing import Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperGroup
 
 from .config import ConfigError, PipelineConfig, load_config
@@ -56,8 +57,8 @@ def open_config(path: Optional[Path]) -> PipelineConfig:
     exits 2."""
     try:
         return load_config(path)
-    except ConfigError as e:
-        err.print(f"[red]config error:[/red] {e}")
+    except ConfigError as e:  # escaped: a message names tables as [table], which rich takes for markup
+        err.print(f"[red]config error:[/red] {escape(str(e))}")
         raise typer.Exit(2)
 
 

@@ -32,11 +32,12 @@ split). Models used by several components are shared through :meth:`Context.shar
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import SYSTEMS, PipelineConfig, import_once
+from .config import RENAMED_TABLES, SYSTEMS, PipelineConfig, import_once
 
 SLOTS: tuple[str, ...] = ("classifier", "rewriter", "retriever", "fusion", "rerank", "merge", "generator")
 """The pipeline's slots that components fill (:mod:`preqrag.pipeline`, in order)."""
@@ -84,6 +85,7 @@ def register(slot: str, name: str, *, reads: tuple[str, ...] = ()) -> Callable:
     """
     if slot not in _REGISTRY:
         raise ValueError(f"register: unknown slot {slot!r}; slots: {', '.join(SLOTS)}")
+    reads = _renamed_reads(slot, name, reads)
 
     def decorator(fn: Callable[["Context"], Any]) -> Callable[["Context"], Any]:
         old = _REGISTRY[slot].get(name)
@@ -93,6 +95,22 @@ def register(slot: str, name: str, *, reads: tuple[str, ...] = ()) -> Callable:
         return fn
 
     return decorator
+
+
+def _renamed_reads(slot: str, name: str, reads) -> tuple[str, ...]:
+    """``reads`` with the old table names of :data:`preqrag.config.RENAMED_TABLES` replaced (a
+    warning each): a component registered before a rename would otherwise compare a table that no
+    configuration has, and :meth:`preqrag.pipeline.Pipeline.derive` would never rebuild it."""
+    out = []
+    for table in reads:
+        if table in RENAMED_TABLES:
+            new = RENAMED_TABLES[table]
+            # FutureWarning: shown by default (see preqrag.config.renamed_tables)
+            warnings.warn(f"register({slot!r}, {name!r}): reads [{table}], which is now [{new}]; the old "
+                          f"name is read for now and will be removed", FutureWarning, stacklevel=3)
+            table = new
+        out.append(table)
+    return tuple(out)
 
 
 def _ensure_builtin() -> None:

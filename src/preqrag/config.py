@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -200,8 +201,12 @@ class FusionConfig(_Section):
     rrf_k: int = Field(60, ge=1)
 
 
-class RerankerConfig(_Section):
-    """Cross-encoder reranking of (original question, passage) pairs (PreQRAG §2.4)."""
+class CrossEncoderConfig(_Section):
+    """Cross-encoder scoring of (original question, passage) pairs (PreQRAG §2.4); was [reranker].
+
+    Used by the rerank chain's ``cross-encoder`` step and by the generators' sentence choice. Named
+    ``[reranker]`` until issue 56 (one letter from ``[rerank]``, the chain); that name is still read,
+    with a warning (:data:`RENAMED_TABLES`)."""
 
     name: str = Field("cross-encoder/ms-marco-MiniLM-L-12-v2", description=(
         "Cross-encoder name, or 'none'. The paper used BAAI/bge-reranker-v2-m3 (usable by "
@@ -239,8 +244,8 @@ class GeneratorConfig(_Section):
         "39.6 s per answer, token F1 0.348 vs 0.349 on 30 dev questions (docs/results/answers.md); prefill is "
         "most of an answer's cost on a CPU."))
     sentence_scorer: Literal["auto", "words", "cross-encoder"] = Field("auto", description=(
-        "How context_tokens' sentences are chosen: 'cross-encoder' (the [reranker] model scores each "
-        "sentence against the question; an error when reranker.name = 'none'), 'words' (the question's "
+        "How context_tokens' sentences are chosen: 'cross-encoder' (the [cross_encoder] model scores each "
+        "sentence against the question; an error when its name is 'none'), 'words' (the question's "
         "words, IDF-weighted; no model call), 'auto' (the cross-encoder when there is one, else words). "
         "On 30 dev questions at 384 tokens the cross-encoder's choice gave token F1 0.348 vs 0.331 "
         "(docs/results/answers.md). preqrag.selection."))
@@ -380,7 +385,8 @@ class RerankConfig(_Section):
 
     chain: list[str] = Field(["cross-encoder"], description=(
         "Rerank steps in order (preqrag.components.names('rerank')): 'cross-encoder' "
-        "(pointwise, [reranker] settings), 'mmr' (CIR), 'bm25-prune' (DoTA-RAG), 'pairwise' (GINGER). Empty, or reranker.name = 'none', skips the cross-encoder."))
+        "(pointwise, [cross_encoder]), 'mmr' (CIR), 'bm25-prune' (DoTA-RAG), 'pairwise' (GINGER). Empty, or "
+        "cross_encoder.name = 'none', skips the cross-encoder."))
 
 
 class MergeConfig(_Section):
@@ -439,7 +445,7 @@ DEADLINE_LEVELS: tuple[str, ...] = ("full", "no-rewrite", "shallow-rerank", "sho
 valid order. Level ``i`` of ``[deadline] levels`` applies every step of levels ``1..i``
 (they are cumulative): ``no-rewrite`` (rewriter ``none``: the raw question, no LLM before
 generation; an LLM classifier is replaced by the published rules), ``shallow-rerank``
-(``reranker.depth`` cut to ``[deadline] rerank_depth``), ``short-context``
+(``cross_encoder.depth`` cut to ``[deadline] rerank_depth``), ``short-context``
 (``generator.context_top_k`` and ``max_new_tokens`` cut to ``[deadline]``'s), ``extractive``
 (no LLM call at all: the top passage's sentences closest to the question)."""
 
@@ -455,7 +461,7 @@ class DeadlineConfig(_Section):
         "question can be answered in time), in the order of " + ", ".join(DEADLINE_LEVELS) + "; "
         "steps may be left out."))
     rerank_depth: int = Field(10, ge=1, description=(
-        "shallow-rerank: candidates reranked per sub-query (capped at reranker.depth)."))
+        "shallow-rerank: candidates reranked per sub-query (capped at cross_encoder.depth)."))
     context_top_k: int = Field(1, ge=1, description=(
         "short-context: passages in the prompt (capped at generator.context_top_k)."))
     max_new_tokens: int = Field(64, ge=1, description=(
@@ -491,6 +497,45 @@ class DeadlineConfig(_Section):
         if len(levels) < 2 or levels[0] != "full" or levels[-1] != "extractive":
             raise ValueError("levels must start with 'full' and end with 'extractive'")
         return levels
+
+
+RENAMED_TABLES: dict[str, str] = {"reranker": "cross_encoder"}
+"""Old table name -> its new name. A configuration (file, overrides, preset, ``derive``) that still
+uses an old name is read as the new one, with a warning (:func:`renamed_tables`); the old name will
+be removed. ``[reranker]`` became ``[cross_encoder]`` (issue 56): one letter from ``[rerank]``, the
+rerank chain, it was taken for it."""
+
+
+def renamed_tables(data, *, warn: bool = True):
+    """``data`` (a configuration as a dict: a file's tables, overrides, a preset, or one stored
+    before a rename) with the old table names of :data:`RENAMED_TABLES` replaced by the new ones;
+    anything else is returned as it is.
+
+    Args:
+        warn: issue a ``FutureWarning`` per old name found. Off for a stored configuration that is
+            only compared (a cache key, a results row): its user wrote nothing to change.
+
+    Raises:
+        ValueError: a table given under both its old and its new name, naming both.
+    """
+    if not isinstance(data, dict) or not any(old in data for old in RENAMED_TABLES):
+        return data
+    out = dict(data)
+    for old, new in RENAMED_TABLES.items():
+        if old not in out:
+            continue
+        if new in out:
+            raise ValueError(f"[{old}] and [{new}] are both given: [{old}] is the old name of [{new}]; "
+                             f"keep [{new}] only")
+        if warn:
+            # FutureWarning, not DeprecationWarning: Python shows DeprecationWarning only for code
+            # run as __main__, and the CLI has no warning display of its own, so a user's old
+            # preqrag.toml would never be told. FutureWarning is Python's category for deprecations
+            # aimed at end users, and is shown by default (on stderr, once per call site).
+            warnings.warn(f"[{old}] is now [{new}]; the old name is read for now and will be removed",
+                          FutureWarning, stacklevel=3)
+        out[new] = out.pop(old)
+    return out
 
 
 _TABLES: dict[str, type[BaseModel]] = {}
@@ -561,7 +606,7 @@ class PipelineConfig(_Section):
     retrieval: RetrievalConfig = RetrievalConfig()
     index: IndexConfig = IndexConfig()
     fusion: FusionConfig = FusionConfig()
-    reranker: RerankerConfig = RerankerConfig()
+    cross_encoder: CrossEncoderConfig = CrossEncoderConfig()
     rerank: RerankConfig = RerankConfig()
     merge: MergeConfig = MergeConfig()
     generator: GeneratorConfig = GeneratorConfig()
@@ -577,10 +622,12 @@ class PipelineConfig(_Section):
     @model_validator(mode="before")
     @classmethod
     def _registered_tables(cls, data):
-        """Registered tables validated by their models (errors name ``table.field``); a table
+        """Renamed tables read under their new names (:func:`renamed_tables`, with a warning);
+        registered tables validated by their models (errors name ``table.field``); a table
         that is neither built in nor registered is an error; missing ones get their defaults."""
         if not isinstance(data, dict):
             return data
+        data = renamed_tables(data)
         _ensure_tables()
         out = dict(data)
         for key, value in data.items():
@@ -622,16 +669,17 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None,
 
     Args:
         path: a ``preqrag.toml``; ``None`` gives the defaults.
-        overrides: nested dict merged over the file (``{"reranker": {"depth": 10}}``).
+        overrides: nested dict merged over the file (``{"cross_encoder": {"depth": 10}}``).
         pipeline: preset name, overriding the file's ``pipeline`` key.
 
     Returns:
         The validated PipelineConfig: the preset's settings, then the file's, then
-        ``overrides``.
+        ``overrides``. A table under its old name (``[reranker]``: :data:`RENAMED_TABLES`) is
+        read as the new one, with a ``FutureWarning``.
 
     Raises:
-        ConfigError: unreadable TOML, unknown key, unknown preset or invalid value, naming
-            file and field.
+        ConfigError: unreadable TOML, unknown key, unknown preset, invalid value, or a table
+            under both its old and new name, naming file and field.
     """
     from .presets import PRESETS
 
@@ -643,7 +691,11 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None,
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as e:
             raise ConfigError(f"{p}: {e}") from e
-    for section, values in (overrides or {}).items():
+    try:  # each part renamed alone: the preset's new name must not clash with a file's old one
+        data, overrides = renamed_tables(data), renamed_tables(overrides or {})
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    for section, values in overrides.items():
         if isinstance(values, dict):
             data.setdefault(section, {}).update(values)
         else:
@@ -656,8 +708,12 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None,
     name = pipeline or data.get("pipeline") or PipelineConfig.model_fields["pipeline"].default
     if not isinstance(name, str) or name not in PRESETS:
         raise ConfigError(f"{where}: pipeline: unknown preset {name!r}; presets: {', '.join(PRESETS)}")
+    try:
+        preset = renamed_tables(PRESETS[name])  # a system's preset written before a rename
+    except ValueError as e:
+        raise ConfigError(f"preset {name!r}: {e}") from None
     merged: dict = {}
-    for section, values in PRESETS[name].items():
+    for section, values in preset.items():
         merged[section] = dict(values) if isinstance(values, dict) else values
     for section, values in data.items():
         if isinstance(values, dict) and isinstance(merged.get(section), dict):

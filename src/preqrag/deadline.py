@@ -179,7 +179,7 @@ def level_overrides(cfg: PipelineConfig, level: int) -> dict:
         if cfg.classifier.name in ("llm", "combined"):  # no LLM before generation
             out["classifier"] = {"name": "rules"}
     if "shallow-rerank" in steps:
-        out["reranker"] = {"depth": min(cfg.reranker.depth, d.rerank_depth)}
+        out["cross_encoder"] = {"depth": min(cfg.cross_encoder.depth, d.rerank_depth)}
     if "short-context" in steps:
         out["generator"] = {"context_top_k": min(cfg.generator.context_top_k, d.context_top_k),
                             "max_new_tokens": min(cfg.generator.max_new_tokens, d.max_new_tokens)}
@@ -208,7 +208,7 @@ def _scale(profile: dict[str, float], step: str, cfg: PipelineConfig) -> dict[st
     if step in ("no-rewrite", "extractive"):
         p.pop("rewrite", None)
     if step == "shallow-rerank" and "rerank" in p:
-        p["rerank"] *= min(1.0, d.rerank_depth / cfg.reranker.depth)
+        p["rerank"] *= min(1.0, d.rerank_depth / cfg.cross_encoder.depth)
     if step == "short-context" and "generate" in p:
         p["generate"] *= min(1.0, d.max_new_tokens / cfg.generator.max_new_tokens)
     if step == "extractive":

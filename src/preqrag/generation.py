@@ -246,22 +246,22 @@ class LLMGenerator:
                 and not restates_question(e, q)}
 
 
-@register("generator", "preqrag", reads=("generator", "llm", "reranker"))
+@register("generator", "preqrag", reads=("generator", "llm", "cross_encoder"))
 def _preqrag(ctx: Context) -> LLMGenerator:
     """The PreQRAG generator; with ``context_tokens`` and a ``sentence_scorer`` other than
     ``words``, the pipeline's shared cross-encoder chooses the sentences.
 
     Raises:
-        ConfigError: ``sentence_scorer = "cross-encoder"`` with ``[reranker] name = "none"``.
+        ConfigError: ``sentence_scorer = "cross-encoder"`` with ``[cross_encoder] name = "none"``.
     """
     g, scorer = ctx.cfg.generator, None
     if g.context_tokens and g.sentence_scorer != "words":
         from .rerankers import shared_reranker
 
-        scorer = shared_reranker(ctx)  # None when reranker.name = 'none'
+        scorer = shared_reranker(ctx)  # None when cross_encoder.name = 'none'
         if scorer is None and g.sentence_scorer == "cross-encoder":
             raise ConfigError("[generator] sentence_scorer = 'cross-encoder' needs a cross-encoder: "
-                             "[reranker] name is 'none' (set sentence_scorer = 'words' or 'auto')")
+                             "[cross_encoder] name is 'none' (set sentence_scorer = 'words' or 'auto')")
     llm = ctx.cfg.llm
     local = llm.backend == "llama-cpp" and llm.repeat_penalty is None
     return LLMGenerator(ctx.get_llm(), g, sentence_scorer=scorer,

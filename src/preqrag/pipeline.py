@@ -40,7 +40,7 @@ from typing import Any
 from .candidates import has_candidates, read_candidates
 from .citations import numbers_to_ids
 from .components import Context, build, lookup, tables_of
-from .config import PipelineConfig
+from .config import PipelineConfig, renamed_tables
 from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
                       Ranking, StageBatch, SubQuery, Trace)
 from .stages import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generated, Generator, LLMError, Merger,
@@ -194,21 +194,22 @@ class Pipeline:
         ``reads``, :func:`preqrag.components.register`) or its name changed, and reused
         otherwise; rebuilt components get their models from the same model pool
         (:meth:`preqrag.components.Context.shared`), so a cross-encoder step re-made with a new
-        ``reranker.depth`` scores with the already loaded cross-encoder. The index (retrievers,
+        ``cross_encoder.depth`` scores with the already loaded cross-encoder. The index (retrievers,
         embedder) is shared; the LLM too, unless ``[llm]`` changed. Used by
         :mod:`preqrag.deadline` for its degradation levels.
 
         Args:
-            overrides: nested settings (``{"reranker": {"depth": 10}}``) merged over ``self.cfg``.
+            overrides: nested settings (``{"cross_encoder": {"depth": 10}}``) merged over ``self.cfg``.
             generator: a generator to use instead of the configured one (e.g. the extractive
                 answerer, which needs no LLM).
 
         Raises:
             pydantic.ValidationError: an override is not a valid setting.
-            ValueError: an override names an unknown component.
+            ValueError: an override names an unknown component, or a table under both its old
+                and new name (an old name alone is read as the new one, with a warning).
         """
         data = self.cfg.model_dump()
-        for section, values in overrides.items():
+        for section, values in renamed_tables(overrides).items():  # else [reranker] would meet [cross_encoder]
             if isinstance(values, dict):
                 data.setdefault(section, {}).update(values)
             else:

@@ -23,7 +23,7 @@ HUB_TIMEOUT_S = 10.0
 
 @dataclass(frozen=True)
 class ModelProblem:
-    """One configured model that cannot be loaded: ``field`` (e.g. ``reranker.name``),
+    """One configured model that cannot be loaded: ``field`` (e.g. ``cross_encoder.name``),
     ``model`` (the configured value) and ``message`` (why, and how to fix it)."""
 
     field: str
@@ -45,8 +45,8 @@ class ModelUnavailable(RuntimeError):
 def configured_models(cfg: PipelineConfig) -> list[tuple[str, str]]:
     """``(config field, model name)`` of every model the configuration will load."""
     models = [("embedder.name", cfg.embedder.name)]
-    if cfg.reranker.name.lower() != "none":
-        models.append(("reranker.name", cfg.reranker.name))
+    if cfg.cross_encoder.name.lower() != "none":
+        models.append(("cross_encoder.name", cfg.cross_encoder.name))
     if cfg.llm.backend == "llama-cpp":
         models.append(("llm.model", cfg.llm.model))
     return models

@@ -12,7 +12,7 @@ class UnionFusion:
 
     PreQRAG merges the BM25 and dense candidates and reranks the whole merged set, so with
     an unbounded rerank depth the order is irrelevant. With a bounded depth (the default,
-    ``reranker.depth``) it is not: the authors' code concatenates sparse then dense, and a
+    ``cross_encoder.depth``) it is not: the authors' code concatenates sparse then dense, and a
     depth-30 head of that list holds BM25 candidates only. Interleaving gives both
     retrievers an equal share of any head. Scores of the result are ``1 / (rank + 1)``
     (BM25 and cosine scores are not comparable).

@@ -321,7 +321,7 @@ def _training_record(pipeline, questions: Sequence[Question], params: EncoderPar
         "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
         "positives": "the gold document's passage ranked highest by the configured retrieval "
                      "(interleave merge), else its first passage",
-        "retrieval_config": pipeline.cfg.model_dump(mode="json", include={"retrieval", "fusion", "reranker",
+        "retrieval_config": pipeline.cfg.model_dump(mode="json", include={"retrieval", "fusion", "cross_encoder",
                                                                          "rerank", "rewriter", "embedder"}),
         "trained_on": {"ids": sorted(q.key for q in questions),
                        "question_sha256": sorted({question_sha256(q.question) for q in questions})},

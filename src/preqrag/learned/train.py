@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import PipelineConfig
+from ..config import PipelineConfig, renamed_tables
 from ..io import append_jsonl, atomic_write_text, read_jsonl_tolerant
 from ..records import Question, Trace
 from .features import FEATURE_VERSION, Candidates, extract
@@ -59,6 +59,19 @@ def cache_key(pipeline) -> dict:
             "n_passages": m.get("n_passages"), "config": cfg}
 
 
+def _stored_key(row: dict) -> dict | None:
+    """The cache key of a traces file's first line, its configuration's tables under their current
+    names (:func:`preqrag.config.renamed_tables`): a cache written before ``[reranker]`` became
+    ``[cross_encoder]`` still matches the same retrieval instead of being emptied and recomputed."""
+    key = row.get("cache_key")
+    if isinstance(key, dict) and isinstance(key.get("config"), dict):
+        try:
+            key = {**key, "config": renamed_tables(key["config"], warn=False)}
+        except ValueError:  # both names: not a key this code wrote
+            return None
+    return key
+
+
 def collect_traces(pipeline, questions: Sequence[Question], cache: str | Path, *, batch_size: int = 16,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Trace]:
     """Retrieval traces of ``questions``, resumable through the JSONL ``cache``.
@@ -80,7 +93,7 @@ def collect_traces(pipeline, questions: Sequence[Question], cache: str | Path, *
     cache = Path(cache)
     key = cache_key(pipeline)
     rows = read_jsonl_tolerant(cache, repair=True)
-    if not rows or rows[0].get("cache_key") != json.loads(json.dumps(key)):
+    if not rows or _stored_key(rows[0]) != json.loads(json.dumps(key)):
         atomic_write_text(cache, json.dumps({"cache_key": key}) + "\n")
         rows = rows[:0]
     else:

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from ..config import RerankerConfig
+from ..config import CrossEncoderConfig
 from ..registry import resolve
 from ..stages import Reranker
 
 
 ONNX_BATCH_SIZE = 1
-"""``[reranker] batch_size`` unset, ONNX cross-encoder: each pair alone on every thread
+"""``[cross_encoder] batch_size`` unset, ONNX cross-encoder: each pair alone on every thread
 (:class:`~.onnx.OnnxCrossEncoder`; measured faster than padded batches on 2 cores,
 docs/results/rerank_speed.md)."""
 
 TORCH_BATCH_SIZE = 16
-"""``[reranker] batch_size`` unset, sentence-transformers cross-encoder (torch, CPU or GPU)."""
+"""``[cross_encoder] batch_size`` unset, sentence-transformers cross-encoder (torch, CPU or GPU)."""
 
 
-def load_reranker(cfg: RerankerConfig, cache_dir: str | None = None) -> Reranker | None:
+def load_reranker(cfg: CrossEncoderConfig, cache_dir: str | None = None) -> Reranker | None:
     """The configured cross-encoder, or ``None`` for ``name = "none"``.
 
     ONNX directories run with onnxruntime; other names with sentence-transformers'
@@ -46,9 +46,9 @@ __all__ = ["load_reranker"]
 
 
 def shared_reranker(ctx):
-    """The ``[reranker]`` cross-encoder of a :class:`~preqrag.components.Context`, one per model
+    """The ``[cross_encoder]`` cross-encoder of a :class:`~preqrag.components.Context`, one per model
     pool (:meth:`~preqrag.components.Context.shared`): the rerank chain's step and GINGER's pair
-    scorer use the same model; ``None`` when ``reranker.name = 'none'``."""
-    r = ctx.cfg.reranker
+    scorer use the same model; ``None`` when ``cross_encoder.name = 'none'``."""
+    r = ctx.cfg.cross_encoder
     return ctx.shared(("cross-encoder", r.name, r.max_length, r.batch_size, ctx.cfg.run.cache_dir),
                       lambda: load_reranker(r, ctx.cfg.run.cache_dir))

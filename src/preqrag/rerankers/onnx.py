@@ -21,7 +21,7 @@ class OnnxCrossEncoder:
         model_dir: directory with ``model.onnx`` and ``tokenizer.json``.
         name: the configured model name.
         max_length: tokens per pair (special tokens included).
-        batch_size: pairs per forward pass. ``1`` (``[reranker] batch_size``'s default): each pair
+        batch_size: pairs per forward pass. ``1`` (``[cross_encoder] batch_size``'s default): each pair
             runs alone (no padding) on :func:`~preqrag.threads.cpu_threads` Python threads sharing
             one single-threaded session, longest first. Measured on the default int8 MiniLM-L-12
             (docs/bench/rerank_speed.json): faster than padded batches on 2 cores, and a pair's

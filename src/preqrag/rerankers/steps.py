@@ -26,10 +26,10 @@ class CrossEncoderStep:
 
     Args:
         reranker: the cross-encoder (:func:`preqrag.rerankers.load_reranker`).
-        depth: candidates reranked per ranking (``reranker.depth``, default 30: a measured
+        depth: candidates reranked per ranking (``cross_encoder.depth``, default 30: a measured
             trade-off, docs/models.md; the paper reranks the whole merged set).
         max_per_document: at most this many passages of one document among the ``depth``
-            candidates (``reranker.max_per_document``; None: no cap): a document's further
+            candidates (``cross_encoder.max_per_document``; None: no cap): a document's further
             passages are skipped and the head reaches further down the ranking.
     """
 
@@ -82,12 +82,12 @@ class CrossEncoderStep:
         return out
 
 
-@register("rerank", "cross-encoder", reads=("reranker",))
+@register("rerank", "cross-encoder", reads=("cross_encoder",))
 def _cross_encoder(ctx: Context) -> CrossEncoderStep | None:
-    """The ``[reranker]`` cross-encoder (one model per Context pool) cut at ``reranker.depth``;
-    ``None`` (step off) when ``reranker.name = 'none'``."""
+    """The ``[cross_encoder]`` cross-encoder (one model per Context pool) cut at ``cross_encoder.depth``;
+    ``None`` (step off) when ``cross_encoder.name = 'none'``."""
     from . import shared_reranker
 
     reranker = shared_reranker(ctx)
-    cfg = ctx.cfg.reranker
+    cfg = ctx.cfg.cross_encoder
     return None if reranker is None else CrossEncoderStep(reranker, cfg.depth, cfg.max_per_document)

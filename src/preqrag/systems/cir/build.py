@@ -8,7 +8,7 @@ from .generator import CIRGenerator
 from .mmr import MMRStep, load_mmr_step
 
 
-@register("generator", "cir", reads=("generator", "cir", "llm", "reranker"))
+@register("generator", "cir", reads=("generator", "cir", "llm", "cross_encoder"))
 def build_generator(ctx: Context) -> CIRGenerator:
     """Expertise-adapted prompt, cited JSON answer (CIR §2.2, Table 2; ``[cir]``); with
     ``[generator] context_tokens`` the segments are their answer-bearing sentences, chosen by the

@@ -63,7 +63,7 @@ class MMRConfig(_Section):
         "as (1 + cos) / 2, or 'jaccard' over the BM25 terms (stopwords removed, stemmed, as the paper)."))
     top_j: int = Field(100, ge=1, description=(
         "Head of each ranking diversified and kept (the paper's j = 100, Table 1); after the cross-encoder "
-        "it is at most reranker.depth. The generator takes generator.context_top_k of it (the paper's k)."))
+        "it is at most cross_encoder.depth. The generator takes generator.context_top_k of it (the paper's k)."))
     relevance: Literal["scores", "similarity"] = Field("scores", description=(
         "MMR's relevance term: 'scores' = the incoming ranking's scores (the cross-encoder's) min-max "
         "normalised per ranking; 'similarity' = the paper's Sim1, the same similarity between query and passage."))

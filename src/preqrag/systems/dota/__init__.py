@@ -9,7 +9,7 @@ Stage (paper)                              component (configuration name)
 3 dense k=100 in the namespaces (§2.3.1)   the dense retriever with filters (FAISS IDSelectorBitmap);
                                            the preset adds BM25 with the same filter (a deviation)
   BM25 pruning to 20 (§2.3.2)              rerank step ``bm25-prune`` (:mod:`.prune`)
-  rerank to 10 (§2.3.3)                    rerank step ``cross-encoder`` (``reranker.depth = 20``)
+  rerank to 10 (§2.3.3)                    rerank step ``cross-encoder`` (``cross_encoder.depth = 20``)
 4 context aggregation, 8k tokens (§2.4)    generator ``dota`` (:mod:`.generation`)
 5 generation, Fig. 5, 300 words (§2.5)     generator ``dota``
 
@@ -137,7 +137,7 @@ def build_prune_step(ctx: Context) -> BM25PruneStep:
     return BM25PruneStep(ctx.index.sparse, ctx.cfg.dota.prune_keep)
 
 
-@register("generator", "dota", reads=("generator", "dota", "llm", "reranker"))
+@register("generator", "dota", reads=("generator", "dota", "llm", "cross_encoder"))
 def build_generator(ctx: Context):
     """Builder of generator ``dota``: aggregation (§2.4) of the passages, or of their answer-bearing
     sentences with ``[generator] context_tokens`` (chosen by the pipeline's shared cross-encoder

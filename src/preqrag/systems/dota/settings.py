@@ -64,7 +64,7 @@ register_table("dota", DotaConfig)
 
 register_preset("dota", {
     "rewriter": {"name": "dota"}, "retrieval": {"use_sparse": True, "dense_top_k": 100},
-    "rerank": {"chain": ["bm25-prune", "cross-encoder"]}, "reranker": {"depth": 20},
+    "rerank": {"chain": ["bm25-prune", "cross-encoder"]}, "cross_encoder": {"depth": 20},
     "generator": {"name": "dota", "context_top_k": 10, "context_tokens": 512, "max_new_tokens": 200, "max_words": 300},
     "dota": {"route": True, "route_votes": 4, "route_top_n": 2, "prune_keep": 20, "context_tokens": 8000,
              "search_question": True}})

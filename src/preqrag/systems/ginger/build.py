@@ -15,7 +15,7 @@ from .rewriting import GingerRewriter
 def shared_pair_scorer(ctx: Context) -> PairScorer:
     """The pair scorer of ``[ginger] pairwise_model``, one per Context model pool, shared by the
     pairwise rerank step and the generator's cluster ranking. The offline ``cross-encoder``
-    scorer uses the ``[reranker]`` cross-encoder of the pool: the rerank chain's model (and
+    scorer uses the ``[cross_encoder]`` cross-encoder of the pool: the rerank chain's model (and
     its score cache), not a second copy."""
     g = ctx.cfg.ginger
 
@@ -23,7 +23,7 @@ def shared_pair_scorer(ctx: Context) -> PairScorer:
         reranker = shared_reranker(ctx) if g.pairwise_model == "cross-encoder" else None
         return load_pair_scorer(g.pairwise_model, reranker, g.pairwise_batch_size)
 
-    r = ctx.cfg.reranker
+    r = ctx.cfg.cross_encoder
     key = ("ginger-pair-scorer", g.pairwise_model, g.pairwise_batch_size,
            (r.name, r.max_length, r.batch_size, ctx.cfg.run.cache_dir) if g.pairwise_model == "cross-encoder" else None)
     return ctx.shared(key, make)
@@ -35,18 +35,18 @@ def build_rewriter(ctx: Context) -> GingerRewriter:
     return GingerRewriter(ctx.get_llm(), ctx.cfg.ginger, ctx.cfg.rewriter)
 
 
-@register("rerank", "pairwise", reads=("ginger", "reranker"))
+@register("rerank", "pairwise", reads=("ginger", "cross_encoder"))
 def build_pairwise_step(ctx: Context) -> PairwiseStep:
     """duoT5-style pairwise reranking of the ``ginger.pairwise_top_k`` head, sym-sum (GINGER §3.1)."""
     return PairwiseStep(shared_pair_scorer(ctx), ctx.cfg.ginger.pairwise_top_k)
 
 
-@register("generator", "ginger", reads=("ginger", "generator", "reranker", "llm"))
+@register("generator", "ginger", reads=("ginger", "generator", "cross_encoder", "llm"))
 def build_generator(ctx: Context) -> GingerGenerator:
     """Nuggets, clusters, cluster summaries, fluency pass (GINGER §3.2-3.3, App. B.2-B.3)."""
     encoder = getattr(ctx.index, "encoder", None)
-    if ctx.cfg.ginger.nugget_detector == "cross-encoder" and ctx.cfg.reranker.name == "none":
-        raise ConfigError("[ginger] nugget_detector = 'cross-encoder' needs a cross-encoder: [reranker] name is "
+    if ctx.cfg.ginger.nugget_detector == "cross-encoder" and ctx.cfg.cross_encoder.name == "none":
+        raise ConfigError("[ginger] nugget_detector = 'cross-encoder' needs a cross-encoder: [cross_encoder] name is "
                           "'none' (set nugget_detector = 'llm')")
     return GingerGenerator(ctx.get_llm(), ctx.cfg.ginger, ctx.cfg.generator, encoder, lambda: shared_pair_scorer(ctx),
                            lambda: shared_reranker(ctx))

@@ -16,7 +16,7 @@ Pair scorers (``[ginger] pairwise_model``):
   ``p(a, b)`` = softmax over the logits of the tokens ``false`` (6136) and ``true`` (1176)
   at the first decoder step, as in the authors' code. Needs the model hub (not offline).
 * :class:`CrossEncoderPreference` (offline default) – the bundled cross-encoder's
-  (``[reranker]``) logits ``s(q, a)``, ``s(q, b)`` and ``p(a, b) = sigmoid(s(q,a) - s(q,b))``
+  (``[cross_encoder]``) logits ``s(q, a)``, ``s(q, b)`` and ``p(a, b) = sigmoid(s(q,a) - s(q,b))``
   (a Bradley-Terry preference). **A stated deviation**: a pointwise cross-encoder cannot judge a
   pair jointly, so any preference it yields is a function of its two pointwise scores, and
   sym-sum of this one is ``2 * sum_j sigmoid(s_i - s_j)``, monotone in ``s_i``: offline, the
@@ -191,12 +191,12 @@ def load_pair_scorer(name: str, reranker: Reranker | None, batch_size: int = 8) 
         reranker: the cross-encoder, needed for ``"cross-encoder"``.
 
     Raises:
-        ValueError: ``"cross-encoder"`` with no cross-encoder (``reranker.name = "none"``).
+        ValueError: ``"cross-encoder"`` with no cross-encoder (``cross_encoder.name = "none"``).
     """
     if name == "cross-encoder":
         if reranker is None:
             raise ValueError("ginger.pairwise_model = 'cross-encoder' needs a cross-encoder; "
-                             "reranker.name is 'none'")
+                             "cross_encoder.name is 'none'")
         return CrossEncoderPreference(reranker)
     return DuoT5Preference(name, batch_size=batch_size)
 

@@ -26,7 +26,7 @@ class GingerConfig(_Section):
         "strings exceed the 256-token window of the default embedder)."))
     pairwise_model: str = Field("cross-encoder", description=(
         "Pairwise preference model of the 'pairwise' rerank step and of cluster ranking: 'cross-encoder' "
-        "(offline stand-in: sigmoid of the difference of the [reranker] cross-encoder's scores) or "
+        "(offline stand-in: sigmoid of the difference of the [cross_encoder] cross-encoder's scores) or "
         "'castorini/duot5-base-msmarco' (the paper's DuoT5, §3.1; needs transformers and the model hub)."))
     pairwise_top_k: int = Field(20, ge=2, description=(
         "Head of the pointwise ranking reranked pairwise (the paper's k; §4.3, Table 2: k=40 submitted, k=20 "
@@ -41,7 +41,7 @@ class GingerConfig(_Section):
     nugget_detector: Literal["llm", "cross-encoder"] = Field("llm", description=(
         "Who picks a passage's nuggets (§3.2): 'llm' (the paper: the LLM annotates each passage, App. B.2) or "
         "'cross-encoder' (not in the paper: the passage's sentences scored against the question by the "
-        "[reranker] cross-encoder, its best 3 kept in passage order; no LLM call, and nugget detection is "
+        "[cross_encoder] cross-encoder, its best 3 kept in passage order; no LLM call, and nugget detection is "
         "most of GINGER's LLM time; docs/preset-ginger.md has the rows of both)."))
     nugget_sentences: int | None = Field(None, ge=1, description=(
         "nugget_reply = 'numbers': sentences of a passage offered to the nugget call, those holding most of the "

@@ -1,7 +1,7 @@
 """PreQRAG's presets: ``preqrag``, ``preqrag-keep`` and ``hybrid`` (see :mod:`preqrag.presets`).
 
 PreQRAG's settings are the core tables (``[classifier]``, ``[rewriter]``, ``[retrieval]``,
-``[fusion]``, ``[reranker]``, ``[generator]`` of :class:`preqrag.config.PipelineConfig`): their
+``[fusion]``, ``[cross_encoder]``, ``[generator]`` of :class:`preqrag.config.PipelineConfig`): their
 defaults are the paper's, and the other systems' presets change them. A preset here is what a
 configuration changes from those defaults.
 """

@@ -1,0 +1,68 @@
+"""The configuration's renamed tables: ``[reranker]`` is now ``[cross_encoder]`` (issue 56), and a
+configuration that still says ``[reranker]`` is read, with a warning, wherever one comes in (a file,
+overrides, a dict, a component's ``reads``, a stored cache key)."""
+
+from __future__ import annotations
+
+import pytest
+
+from preqrag.config import ConfigError, PipelineConfig, load_config, renamed_tables
+
+OLD_NAME = r"\[reranker\] is now \[cross_encoder\]"
+
+
+def test_old_table_name_in_a_file_is_read_with_a_warning(tmp_path):
+    path = tmp_path / "old.toml"
+    path.write_text("[reranker]\ndepth = 7\n")
+    with pytest.warns(FutureWarning, match=OLD_NAME):
+        cfg = load_config(path)
+    assert cfg.cross_encoder.depth == 7
+    assert "reranker" not in cfg.model_dump()  # read as the new table, not kept as an extra
+
+
+def test_both_table_names_are_refused_naming_both(tmp_path):
+    path = tmp_path / "both.toml"
+    path.write_text("[reranker]\ndepth = 7\n[cross_encoder]\ndepth = 8\n")
+    with pytest.raises(ConfigError, match=r"\[reranker\] and \[cross_encoder\]") as e:
+        load_config(path)
+    assert str(path) in str(e.value)
+    with pytest.raises(ValueError, match=r"\[reranker\] and \[cross_encoder\]"):
+        PipelineConfig.model_validate({"reranker": {"depth": 7}, "cross_encoder": {"depth": 8}})
+
+
+def test_old_name_in_overrides_and_dicts_meets_the_new_name_of_a_preset_or_file(tmp_path):
+    """The dota preset sets [cross_encoder] depth 20: an override under the old name replaces it
+    (no clash between the preset's new name and the override's old one); so does one over a file."""
+    with pytest.warns(FutureWarning, match=OLD_NAME):
+        assert load_config(None, {"pipeline": "dota", "reranker": {"depth": 5}}).cross_encoder.depth == 5
+    path = tmp_path / "new.toml"
+    path.write_text("[cross_encoder]\ndepth = 9\nmax_length = 128\n")
+    with pytest.warns(FutureWarning, match=OLD_NAME):
+        cfg = load_config(path, {"reranker": {"depth": 4}})
+    assert (cfg.cross_encoder.depth, cfg.cross_encoder.max_length) == (4, 128)
+    with pytest.warns(FutureWarning, match=OLD_NAME):
+        assert PipelineConfig.model_validate({"reranker": {"name": "none"}}).cross_encoder.name == "none"
+
+
+def test_stored_configurations_are_renamed_without_a_warning(recwarn):
+    stored = {"retrieval": {"top_k": 100}, "reranker": {"depth": 30}}
+    assert renamed_tables(stored, warn=False) == {"retrieval": {"top_k": 100}, "cross_encoder": {"depth": 30}}
+    assert renamed_tables("not a dict", warn=False) == "not a dict" and not recwarn.list
+
+    from preqrag.learned.train import _stored_key
+
+    key = {"corpus_sha256": "abc", "config": {"cross_encoder": {"depth": 30}}}
+    assert _stored_key({"cache_key": {**key, "config": {"reranker": {"depth": 30}}}}) == key
+    assert _stored_key({"cache_key": key}) == key and _stored_key({}) is None and not recwarn.list
+
+
+def test_a_component_reading_the_old_table_name_reads_the_new_one():
+    """Else ``Pipeline.derive`` would compare a table no configuration has, and never rebuild it."""
+    from preqrag.components import _REGISTRY, register
+
+    with pytest.warns(FutureWarning, match=r"reads \[reranker\], which is now \[cross_encoder\]"):
+        register("fusion", "old-reads-test", reads=("fusion", "reranker"))(lambda ctx: None)
+    try:
+        assert _REGISTRY["fusion"]["old-reads-test"].reads == ("fusion", "cross_encoder")
+    finally:
+        del _REGISTRY["fusion"]["old-reads-test"]
