@@ -35,9 +35,9 @@ presets:
 * ``ginger``: GINGER (Łajewska et al., UiS-IAI@LiveRAG, SIGIR 2025 LiveRAG, arXiv 2506.22210):
   the original question + 3 LLM rewrites (§3.1, App. B.1), BM25 + dense per query fused by RRF
   (§3.1), pointwise cross-encoder (stand-in for monoT5) then pairwise sym-sum reranking of the
-  top k = 20 (§3.1; k = 40 in the paper), nuggets detected in the top m = 5 passages (m = 10;
-  the reply names the passage's relevant sentences by number),
-  clustered, ranked pairwise, one summary sentence per cluster, at most 5 sentences and 300
+  top k = 20 (§3.1; k = 40 in the paper), nuggets in the top m = 5 passages (m = 10; each
+  passage's 3 best sentences by the cross-encoder, where the paper's LLM annotates them),
+  clustered, ranked pairwise, one summary sentence per cluster, at most 3 sentences and 300
   words, a fluency pass (§3.2-3.3, App. B.2-B.3). docs/preset-ginger.md lists the
   deviations.
 """
