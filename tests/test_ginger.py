@@ -15,10 +15,12 @@ from preqrag.config import load_config
 from preqrag.systems.ginger.clustering import cluster_nuggets, embed_texts
 from preqrag.systems.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM, GingerGenerator
 from preqrag.systems.ginger.nuggets import (MAX_NUGGETS_PER_PASSAGE, NUGGET_FORMAT, NUGGET_SYSTEM, NUMBERED_FORMAT,
-                                            candidate_excerpts, number_schema, numbered_passage, parse_number_reply, parse_nuggets)
+                                            candidate_excerpts, number_schema, numbered_passage, parse_number_reply,
+                                            parse_nuggets)
 from preqrag.systems.ginger.pairwise import (CrossEncoderPreference, DuoT5Preference, PairwiseStep, pairwise_order,
                                      sym_sum)
-from preqrag.systems.ginger.rewriting import ANSWER_SYSTEM, REWRITE_SYSTEM, REWRITES_FORMAT, GingerRewriter, parse_rewrites
+from preqrag.systems.ginger.rewriting import (ANSWER_MAX_TOKENS, ANSWER_SYSTEM, REWRITE_SYSTEM, REWRITES_FORMAT,
+                                              GingerRewriter, parse_rewrites)
 from preqrag.index import Index
 from preqrag.records import LiveRAGAnswer, Question, Ranking
 from preqrag.rerankers import load_reranker
@@ -108,6 +110,11 @@ def test_rewriter_plan_keeps_original_and_fuses():
     assert "Rewrite and return 3 query rewrites" in rewrite_user
     assert f"original query: {Q}\nanswer: Corals bleach and may die when water stays too warm.\n" in rewrite_user
     assert rewrite_user.endswith(REWRITES_FORMAT.format(n=3))  # the reply is constrained to 3 rewrites
+    assert [m for s, _, m in llm.calls if s == ANSWER_SYSTEM] == [cfg.rewriter.max_new_tokens]  # 48 < 160
+    # with the default budget (256) the answer's reply stops at what its 100 used words take
+    big = load_config(None, {**TEST_OVERRIDES, "rewriter": {"max_new_tokens": 256}}, pipeline="ginger")
+    GingerRewriter(llm, big.ginger, big.rewriter).plan([Q], ["single"])
+    assert [m for s, _, m in llm.calls if s == ANSWER_SYSTEM][-1] == ANSWER_MAX_TOKENS < 256
 
     cfg = _ginger_cfg(query_mode="concatenate")
     (plan,) = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q], ["multi"])
