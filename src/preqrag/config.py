@@ -15,7 +15,7 @@ import importlib
 import tomllib
 import warnings
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -63,13 +63,30 @@ class EmbedderConfig(_Section):
 
 
 class BM25Config(_Section):
-    """BM25 with bm25s; Lucene variant, k1=1.5, b=0.75 (the LiveRAG reference figures)."""
+    """BM25 with bm25s; Lucene variant, k1=1.5, b=0.75 (the LiveRAG reference figures).
+
+    ``method`` to ``stemmer`` are the index's (:meth:`index_settings`: recorded in its manifest and
+    checked at open); the ``prf*`` settings act at query time only (:mod:`preqrag.retrieval.prf`:
+    RM3, Abdul-Jaleel et al., TREC 2004; defaults Anserini's fbDocs, fbTerms, originalQueryWeight).
+    """
 
     method: Literal["lucene", "robertson", "atire", "bm25l", "bm25+"] = "lucene"
     k1: float = 1.5
     b: float = 0.75
     stopwords: str = "en"
     stemmer: str | None = Field("english", description="PyStemmer language, or null for none.")
+    prf: Literal["none", "rm3"] = Field("none", description="'rm3': RM3 query expansion (Anserini -rm3).")
+    prf_docs: int = Field(10, ge=1, description="fbDocs.")
+    prf_terms: int = Field(10, ge=1, description="fbTerms.")
+    prf_original_weight: float = Field(0.5, ge=0.0, le=1.0, description="originalQueryWeight.")
+
+    QUERY_TIME: ClassVar[tuple[str, ...]] = ("prf", "prf_docs", "prf_terms", "prf_original_weight")
+    """Settings that change retrieval, not the index (left out of :meth:`index_settings`)."""
+
+    def index_settings(self) -> dict:
+        """The settings the index is built with (tokenisation and scoring): what an index's
+        manifest records under ``bm25`` and :meth:`preqrag.index.Index.open` compares."""
+        return self.model_dump(exclude=set(self.QUERY_TIME))
 
 
 class RetrievalConfig(_Section):
@@ -775,11 +792,9 @@ def config_reference(cfg: PipelineConfig | None = None, part: Literal["core", "s
     core = list(PipelineConfig.model_fields)
     if part == "core":
         out = ["# Configuration reference", "",
-               "Every setting of a `preqrag.toml` file with its default, generated from the validated configuration "
-               "models by `preqrag config --markdown` (`preqrag config` prints the same as a TOML file; "
-               "`preqrag config -p PRESET` shows what a preset changes). Unknown tables or keys are refused, naming "
-               "the file, the table and the key. See [Configuration](configuration.md) for how files, presets and "
-               "overrides combine; the systems' own tables are in [Systems' settings](configuration-systems.md).",
+               "Every `preqrag.toml` setting with its default, from `preqrag config --markdown` (`-p PRESET`: a "
+               "preset's values). [Configuration](configuration.md): how files, presets and overrides combine "
+               "(unknown keys are refused); [Systems' settings](configuration-systems.md): the systems' own tables.",
                ""]
         for name in ("pipeline", "imports"):
             field = PipelineConfig.model_fields[name]

@@ -116,7 +116,7 @@ def _settings(cfg: PipelineConfig, encoder: Encoder, max_tokens: int) -> dict:
     return {
         "chunking": {"max_tokens": max_tokens, "overlap_tokens": cfg.chunking.overlap_tokens,
                      "splitter": "semantic-text-splitter"},
-        "bm25": cfg.bm25.model_dump(),
+        "bm25": cfg.bm25.index_settings(),
         "embedder": embedder,
     }
 
@@ -481,12 +481,13 @@ class Index:
                     f"{index_dir} was built with another version of the embedder {built!r} (model sha256 "
                     f"{built_sha[:12]}, now {current[:12]}: retrained or replaced); rebuild the index with "
                     "`preqrag index`")
-        if manifest["bm25"] != cfg.bm25.model_dump():
+        if manifest["bm25"] != cfg.bm25.index_settings():  # [bm25] prf* act at query time: not compared
             raise IndexOpenError(f"{index_dir}: BM25 settings differ from the configuration "
-                              f"(index: {manifest['bm25']}, config: {cfg.bm25.model_dump()})")
+                              f"(index: {manifest['bm25']}, config: {cfg.bm25.index_settings()})")
         passages = PassageStore(index_dir)  # memory-mapped; nothing read per passage until asked
         ids = passages.ids
-        sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25, mmap=cfg.index.mmap, backend=cfg.index.bm25_backend)
+        sparse = BM25Retriever(index_dir / "bm25", ids, cfg.bm25, mmap=cfg.index.mmap, backend=cfg.index.bm25_backend,
+                               texts=passages.texts_at)  # RM3's feedback passages ([bm25] prf)
         sparse.facets = Facets(len(ids), index_dir)  # the index's facets, its declared facet files included
         encoder = dense = None
         if manifest.get("dense", True):

@@ -473,11 +473,15 @@ class MilvusIndex:
         ``cfg`` (embedder name and model sha256, as for an embedded index).
 
         Raises:
-            MilvusError: no such collection, not a preqrag collection, or another embedder.
+            MilvusError: no such collection, not a preqrag collection, or another embedder;
+                ``[bm25] prf`` set (RM3 reads bm25s's score matrix, which Milvus does not expose).
         """
         from .encoders import load_encoder
         from .index import IndexOpenError
 
+        if cfg.bm25.prf != "none":
+            raise MilvusError(f'[bm25] prf = "{cfg.bm25.prf}" runs on the embedded bm25s index; the milvus backend '
+                              'scores BM25 inside Milvus: set prf = "none" or use an embedded index')
         client = connect(cfg)
         name = cfg.index.collection
         try:

@@ -150,6 +150,10 @@ class PassageStore(Mapping):
         return Passage(id=self.ids[row], doc_id=self._doc[row].as_py(), position=self._pos[row].as_py(),
                        text=self._text[row].as_py())
 
+    def texts_at(self, rows: Sequence[int]) -> list[str]:
+        """The texts of rows ``rows``, in that order (one Arrow ``take``)."""
+        return self._text.take(np.asarray(rows, dtype=np.int64)).to_pylist()
+
     def __getitem__(self, passage_id: str) -> Passage:
         return self.at(self.row(passage_id))
 

@@ -110,11 +110,16 @@ def retrievers_of(cfg: PipelineConfig, index, ctx: Context) -> list[tuple[str, R
     retriever, top-k, the sub-query field it searches)`` for BM25 (``retrieval.use_sparse``: the
     index's ``sparse``, ``sparse_top_k``, the BM25 rewrite), dense retrieval (``use_dense`` and an
     index with vectors: ``dense``, ``dense_top_k``, the dense rewrite) and each registered
-    ``retrieval.extra`` retriever (``dense_top_k``, the dense rewrite), in that order."""
+    ``retrieval.extra`` retriever (``dense_top_k``, the dense rewrite), in that order. A BM25
+    retriever opened with other ``[bm25]`` query-time settings than ``cfg``'s (a derived
+    pipeline's ``prf``) is used with ``cfg``'s (``BM25Retriever.with_settings``)."""
     r = cfg.retrieval
     out: list[tuple[str, Retriever, int, str]] = []
     if r.use_sparse:
-        out.append(("sparse", index.sparse, r.sparse_top_k, "sparse"))
+        sparse = index.sparse
+        if getattr(sparse, "cfg", cfg.bm25) != cfg.bm25 and hasattr(sparse, "with_settings"):
+            sparse = sparse.with_settings(cfg.bm25)
+        out.append(("sparse", sparse, r.sparse_top_k, "sparse"))
     if r.use_dense and index.dense is not None:
         out.append(("dense", index.dense, r.dense_top_k, "dense"))
     out += [(name, build("retriever", name, ctx), r.dense_top_k, "dense") for name in r.extra]

@@ -258,10 +258,10 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
     shards = _load_shards(shard_dirs)
     first = shards[0][1]
     settings = first["settings"]
-    if settings["bm25"] != cfg.bm25.model_dump() or settings["embedder"]["name"] != cfg.embedder.name:
+    if settings["bm25"] != cfg.bm25.index_settings() or settings["embedder"]["name"] != cfg.embedder.name:
         raise ValueError(f"merge: the shards were built with embedder {settings['embedder']['name']!r} and BM25 "
                          f"{settings['bm25']}; the configuration names {cfg.embedder.name!r} and "
-                         f"{cfg.bm25.model_dump()}")
+                         f"{cfg.bm25.index_settings()}")
     n_shards = len(shards)
     total = sum(m["n_passages"] for _, m in shards)
     t0 = time.perf_counter()

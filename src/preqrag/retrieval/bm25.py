@@ -15,7 +15,7 @@ import itertools
 import json
 import os
 import shutil
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +23,7 @@ import numpy as np
 from ..config import BM25Config
 from ..records import Ranking
 from ..stages import Filters
+from . import prf
 from .facets import Facets, group_by_filter
 
 BATCH_PASSAGES = 16_384
@@ -282,24 +283,51 @@ class BM25Retriever:
             order. Measured by bench/scale.py (docs/results/scale.md): p50 156 → 16 ms per query at
             5M passages, 4.1 → 0.36 ms at 100k, after a one-time compilation of 7–23 s.
 
-    Raises (at the first search):
-        ImportError: ``backend = "numba"`` without numba installed.
+        texts: ``texts(rows) -> list[str]``, the passages' texts by row: RM3 (``cfg.prf = "rm3"``)
+            tokenises its feedback passages with them (the score matrix keeps no term
+            frequencies); :class:`~preqrag.index.Index` gives its passage store's.
+
+    Raises:
+        ValueError: ``cfg.prf = "rm3"`` without ``texts``.
+        ImportError (at the first search): ``backend = "numba"`` without numba installed.
 
     ``search`` returns one Ranking per query of at most ``k`` passage ids with score > 0
-    (a query of only stopwords matches nothing and returns an empty Ranking).
+    (a query of only stopwords matches nothing and returns an empty Ranking). With
+    ``cfg.prf = "rm3"`` (:mod:`preqrag.retrieval.prf`) the first pass (top ``prf_docs``) runs on
+    ``backend``, the second, weighted pass with numpy whatever the backend; its scores are
+    ``Σ_t w(t) · bm25(t, d)`` with weights summing to 1, not plain BM25's sums.
     """
 
     name = "bm25"
 
     def __init__(self, index_dir: str | Path, passage_ids: list[str], cfg: BM25Config, mmap: bool = False,
-                 backend: str = "numpy"):
+                 backend: str = "numpy", texts: Callable[[list[int]], list[str]] | None = None):
+        if cfg.prf != "none" and texts is None:
+            raise ValueError(f'[bm25] prf = "{cfg.prf}" reads the feedback passages\' text: BM25Retriever needs '
+                             "texts= (an Index gives its passages')")
         self.index_dir = Path(index_dir)
         self.mmap = mmap
         self.backend = resolve_backend(backend, len(passage_ids))
         self.passage_ids = passage_ids
         self.cfg = cfg
+        self.texts = texts
         self._retriever = None
         self.facets = Facets(len(passage_ids))  # an Index gives its own (preqrag.retrieval.facets)
+
+    def with_settings(self, cfg: BM25Config) -> "BM25Retriever":
+        """This retriever with other query-time settings (``[bm25] prf*``), sharing its loaded
+        bm25s index, facets and texts (a derived pipeline's BM25: :func:`preqrag.pipeline.retrievers_of`).
+
+        Raises:
+            ValueError: ``cfg`` changes the index's own settings (:meth:`BM25Config.index_settings`),
+                or asks for RM3 without texts.
+        """
+        if cfg.index_settings() != self.cfg.index_settings():
+            raise ValueError(f"[bm25] {cfg.index_settings()} differs from the index's {self.cfg.index_settings()}: "
+                             "only the prf settings can change without rebuilding the index")
+        other = BM25Retriever(self.index_dir, self.passage_ids, cfg, self.mmap, self.backend, self.texts)
+        other._retriever, other.facets = self._load(), self.facets
+        return other
 
     def warm_up(self) -> None:
         """Load the bm25s index now rather than at the first search (memory-mapped with ``mmap``)."""
@@ -345,16 +373,61 @@ class BM25Retriever:
         return out
 
     def _search(self, queries: list[str], k: int, mask: np.ndarray | None) -> list[Ranking]:
-        retriever = self._load()
         k = min(k, len(self.passage_ids))
         if mask is not None and not mask.any():
             return [Ranking() for _ in queries]
         tokens = tokenize(queries, self.cfg, return_ids=False)
+        found = self._rm3(tokens, k, mask) if self.cfg.prf == "rm3" else self._retrieve(tokens, k, mask)
+        return [Ranking(ids=[self.passage_ids[i] for i in rows], scores=[float(s) for s in scores])
+                for rows, scores in found]
+
+    def _retrieve(self, tokens: list[list[str]], k: int,
+                  mask: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """bm25s's top ``k`` (on ``self.backend``) per query: ``(rows, scores)`` with score > 0."""
         kw = {} if mask is None else {"weight_mask": mask.astype(np.float32)}
-        docs, scores = retriever.retrieve(tokens, k=k, show_progress=False, n_threads=1, **kw)
+        docs, scores = self._load().retrieve(tokens, k=k, show_progress=False, n_threads=1, **kw)
+        return [(d[s > 0], s[s > 0]) for d, s in zip(np.asarray(docs), np.asarray(scores))]
+
+    def _rm3(self, tokens: list[list[str]], k: int, mask: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """RM3's second pass (:mod:`preqrag.retrieval.prf`): each query's :meth:`_expand` weights
+        scored over the whole score matrix with numpy, top ``k`` under ``mask``."""
+        bm25 = self._load()
+        vocab = bm25.vocab_dict
         out = []
-        for row_docs, row_scores in zip(np.asarray(docs), np.asarray(scores)):
-            keep = row_scores > 0
-            out.append(Ranking(ids=[self.passage_ids[i] for i in row_docs[keep]],
-                               scores=[float(s) for s in row_scores[keep]]))
+        for weights in self._expand(tokens, mask):
+            if not weights:  # nothing matched: nothing to expand from (plain BM25 returns nothing too)
+                out.append((np.zeros(0, dtype=np.int64), np.zeros(0)))
+                continue
+            ids = np.array([vocab[t] for t in weights], dtype=np.int64)
+            scores = prf.weighted_scores(bm25.scores, ids, np.array(list(weights.values())), bm25.nonoccurrence_array)
+            out.append(prf.top_k(scores, k, mask))
+        return out
+
+    def _expand(self, tokens: list[list[str]], mask: np.ndarray | None) -> list[dict[str, float]]:
+        """RM3's expanded queries (``{term: weight}``, :func:`preqrag.retrieval.prf.rm3_weights`;
+        ``{}`` where the first pass found nothing): the first pass's top ``prf_docs`` under
+        ``mask``, tokenised as the index was (``texts``), their relevance model's ``prf_terms``
+        terms (:func:`~preqrag.retrieval.prf.anserini_term_ok`) interpolated with the query's."""
+        bm25, cfg = self._load(), self.cfg
+        vocab, indptr, n = bm25.vocab_dict, bm25.scores["indptr"], int(bm25.scores["num_docs"])
+        feedback = self._retrieve(tokens, min(cfg.prf_docs, n), mask)
+        rows = sorted({int(r) for d, _ in feedback for r in d})
+        doc_tokens = dict(zip(rows, tokenize(self.texts(rows), cfg, return_ids=False))) if rows else {}
+
+        def scored(term: str) -> bool:  # the term has a score column ("", bm25s's empty token, has none)
+            return vocab.get(term, len(indptr)) < len(indptr) - 1
+
+        def keep(term: str) -> bool:
+            if not scored(term):
+                return False
+            t = vocab[term]
+            return prf.anserini_term_ok(term, int(indptr[t + 1] - indptr[t]), n)
+
+        out: list[dict[str, float]] = []
+        for query, (docs, scores) in zip(tokens, feedback):
+            if not len(docs):
+                out.append({})
+                continue
+            rm = prf.relevance_model([doc_tokens[int(r)] for r in docs], scores, cfg.prf_terms, keep)
+            out.append(prf.rm3_weights([t for t in query if scored(t)], rm, cfg.prf_original_weight))
         return out
