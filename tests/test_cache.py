@@ -42,7 +42,7 @@ def test_cached_encoder_and_reranker_return_what_the_models_return(tmp_path, tes
 
     pairs = [("What is SCADA?", "SCADA systems control industrial processes."),
              ("What is SCADA?", "Bees make honey from nectar.")]
-    rr = load_reranker(test_config.reranker)
+    rr = load_reranker(test_config.cross_encoder)
     direct_s = rr.score(pairs)
     crr = CachedReranker(rr, tmp_path)
     np.testing.assert_allclose(crr.score(pairs), direct_s, rtol=1e-6)

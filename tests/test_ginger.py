@@ -65,7 +65,7 @@ def index(small_index, test_config):
 
 @pytest.fixture(scope="module")
 def reranker(test_config):
-    return load_reranker(test_config.reranker)
+    return load_reranker(test_config.cross_encoder)
 
 
 def _ginger_cfg(**over):
