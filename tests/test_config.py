@@ -66,3 +66,29 @@ def test_a_component_reading_the_old_table_name_reads_the_new_one():
         assert _REGISTRY["fusion"]["old-reads-test"].reads == ("fusion", "cross_encoder")
     finally:
         del _REGISTRY["fusion"]["old-reads-test"]
+
+
+def test_help_texts_name_only_what_exists():
+    """Every ``preqrag.X.Y`` a setting's description names (the configuration reference is made
+    from them) is a module or an attribute that exists, so no help text points at a stale name."""
+    import importlib
+    import re
+
+    from preqrag.config import config_reference
+
+    text = config_reference(None, "core") + config_reference(None, "systems")
+    missing = []
+    for name in sorted(set(re.findall(r"preqrag(?:\.[A-Za-z_][A-Za-z0-9_]*)+", text)) - {"preqrag.toml"}):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):
+            try:
+                obj, rest = importlib.import_module(".".join(parts[:i])), parts[i:]
+                break
+            except ImportError:
+                continue
+        try:
+            for attr in rest:
+                obj = getattr(obj, attr)
+        except AttributeError:
+            missing.append(name)
+    assert missing == []

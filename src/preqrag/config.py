@@ -374,7 +374,7 @@ class RewriterConfig(_Section):
     """Question rewriting / decomposition (PreQRAG §2.2)."""
 
     name: str = Field("preqrag", description=(
-        "Rewriter (preqrag.components.REWRITERS): 'preqrag' (2 rewrites / 2 sub-questions, §2.2), "
+        "Rewriter (preqrag.components.names('rewriter')): 'preqrag' (2 rewrites / 2 sub-questions, §2.2), "
         "'none' (the original question only), 'dota' (typo fix + namespace routing, DoTA-RAG §2), "
         "'ginger' (n rewrites beside the original, GINGER §3)."))
     decompose: bool = Field(True, description=(
