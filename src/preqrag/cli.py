@@ -29,7 +29,7 @@ import typer
 from .cli_common import ConfigOpt, PlainHelpGroup, err
 from .cli_common import open_config as _config
 from .cli_common import open_pipeline as _pipeline
-from .config import SYSTEMS, ConfigError, dump_config, load_config
+from .config import SYSTEMS, dump_config
 from .io import out_of_space
 
 # A newcomer's screen shows stage progress and answers, not a library's per-model loading bars
@@ -442,19 +442,13 @@ def show_config(config: Optional[Path] = ConfigOpt,
                     "of the core ones (docs/configuration-systems.md)."))):
     """Print the configuration (defaults, a preset's, or a file's values) as documented TOML, or
     with --markdown as the reference pages (without --config/-p: the shipped defaults)."""
-    from rich.markup import escape
-
     from .config import config_reference
 
     part = "systems" if systems else "core"
     if markdown and not (config or pipeline):
         typer.echo(config_reference(part=part))  # the shipped defaults, whatever $PREQRAG_LLM_MODEL says
         return
-    try:
-        cfg = load_config(config, pipeline=pipeline)
-    except ConfigError as e:
-        err.print(f"[red]config error:[/red] {escape(str(e))}")  # [table] is not markup
-        raise typer.Exit(2)
+    cfg = _config(config, pipeline)
     typer.echo(config_reference(cfg, part) if markdown else dump_config(cfg))
 
 

@@ -52,11 +52,11 @@ class PlainHelpGroup(TyperGroup):
         escape_help_markup(self)
 
 
-def open_config(path: Optional[Path]) -> PipelineConfig:
-    """The validated configuration of ``path`` (defaults for None); a ConfigError is printed and
-    exits 2."""
+def open_config(path: Optional[Path], pipeline: Optional[str] = None) -> PipelineConfig:
+    """The validated configuration of ``path`` (defaults for None), on preset ``pipeline`` when
+    given (else the file's); a ConfigError is printed and exits 2."""
     try:
-        return load_config(path)
+        return load_config(path, pipeline=pipeline)
     except ConfigError as e:  # escaped: a message names tables as [table], which rich takes for markup
         err.print(f"[red]config error:[/red] {escape(str(e))}")
         raise typer.Exit(2)

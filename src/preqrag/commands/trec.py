@@ -39,28 +39,22 @@ def _register_export(app, err) -> None:
                        "references as 'passage' ids (<doc id>#<n>) or 'document' ids (use 'document' with the "
                        "MS MARCO V2.1 segmented collection indexed one segment per document).")),
                    config: Optional[Path] = typer.Option(None, "--config", "-c", help=(
-                       "preqrag.toml: its [cross_encoder] is the cross-encoder that attributes citations; [run] cache_dir "
-                       "caches its scores.")),
+                       "preqrag.toml: its [cross_encoder] is the cross-encoder that attributes citations; [run] "
+                       "cache_dir caches its scores.")),
                    threshold: Optional[float] = typer.Option(None, "--threshold", help=(
                        "Cross-encoder score for a citation (default: preqrag.citations.DEFAULT_THRESHOLD)."))):
         """Write a TREC RAG 2024/2025 run from a LiveRAG answer file: sentences with citations to
         passage ids, references, and the track's fields; sentences of generators that do not cite
         are attributed to their best-supporting passages."""
-        from rich.markup import escape
-
         from ..citations import DEFAULT_THRESHOLD, load_attributor
-        from ..config import ConfigError, load_config
+        from ..cli_common import open_config
         from ..trec.export import ExportError, export_run
         from ..trec.formats import TREC_FORMATS
 
         if fmt not in TREC_FORMATS:
             err.print(f"[red]error:[/red] --format must be one of {', '.join(TREC_FORMATS)}, not {fmt!r}")
             raise typer.Exit(2)
-        try:
-            cfg = load_config(config)
-        except ConfigError as e:
-            err.print(f"[red]config error:[/red] {escape(str(e))}")  # [table] is not markup
-            raise typer.Exit(2)
+        cfg = open_config(config)
         thr = DEFAULT_THRESHOLD if threshold is None else threshold
         try:
             summary = export_run(answers, output, fmt, run_id, team_id=team_id, run_type=run_type, ids=ids,

@@ -47,7 +47,7 @@ from ...text import cap_tokens, content_words, llm_window, split_sentences, toke
 from .clustering import cluster_nuggets, embed_texts
 from ...llm.structured import chat_grouped
 from .nuggets import (MAX_NUGGETS_PER_PASSAGE, MAX_NUMBERED, NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER,
-                      NUMBER_REPLY_TOKENS, NUMBERED_FORMAT, Nugget, candidate_excerpts, fallback_nugget,
+                      NUMBER_REPLY_TOKENS, NUMBERED_FORMAT, Nugget, best_in_order, candidate_excerpts, fallback_nugget,
                       keep_verbatim, nugget_schema, number_schema, numbered_passage, parse_number_reply,
                       parse_nugget_reply)
 from .pairwise import PairScorer, pairwise_order
@@ -313,7 +313,7 @@ class GingerGenerator:
         for qi, pi, ex in slots:
             sc = scores[lo:lo + len(ex)]
             lo += len(ex)
-            best = sorted(sorted(range(len(ex)), key=lambda j: (-sc[j], j))[:MAX_NUGGETS_PER_PASSAGE])
+            best = best_in_order(sc, MAX_NUGGETS_PER_PASSAGE)
             nuggets[qi] += keep_verbatim([ex[j] for j in best], contexts[qi][pi], pi)[0]
         return nuggets
 

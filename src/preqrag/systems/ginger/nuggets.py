@@ -212,6 +212,12 @@ NUMBER_REPLY_TOKENS = 32
 """Reply budget of a numbered nugget call: ``{"nuggets": [12, 3, 27]}`` takes ~15 tokens."""
 
 
+def best_in_order(scores, n: int) -> list[int]:
+    """Indexes of the ``n`` highest ``scores`` (ties: the earlier), in their original order: a
+    passage's best sentences as they stand in the passage."""
+    return sorted(sorted(range(len(scores)), key=lambda j: (-scores[j], j))[:n])
+
+
 def numbered_passage(passage: str, question: str = "", max_sentences: int | None = None
                      ) -> tuple[str, list[str]]:
     """``(text, excerpts)``: the passage's sentences (:func:`candidate_excerpts`, at most
@@ -223,9 +229,8 @@ def numbered_passage(passage: str, question: str = "", max_sentences: int | None
     sentences; ties: the earlier sentence), still in passage order, so the prompt is shorter."""
     excerpts = candidate_excerpts(passage)[:MAX_NUMBERED]
     if max_sentences is not None and len(excerpts) > max_sentences:
-        scores = sentence_scores(question, [excerpts])[0]
-        best = sorted(range(len(excerpts)), key=lambda j: (-scores[j], j))[:max_sentences]
-        excerpts = [excerpts[j] for j in sorted(best)]
+        best = best_in_order(sentence_scores(question, [excerpts])[0], max_sentences)
+        excerpts = [excerpts[j] for j in best]
     return "\n".join(f"[{i}] {e}" for i, e in enumerate(excerpts, 1)), excerpts
 
 
