@@ -92,3 +92,15 @@ def test_help_texts_name_only_what_exists():
         except AttributeError:
             missing.append(name)
     assert missing == []
+
+
+def test_cli_prints_table_names_in_config_errors(tmp_path):
+    """A config error names tables as ``[table]``; the CLI prints them as written, not as rich markup."""
+    from conftest import run_cli
+
+    path = tmp_path / "both.toml"
+    path.write_text("[reranker]\ndepth = 7\n[cross_encoder]\ndepth = 8\n", encoding="utf-8")
+    for args in (("config", "--config", str(path)), ("config", "-p", "cir", "--config", str(path))):
+        r = run_cli(*args)
+        assert r.returncode == 2
+        assert "[reranker] and [cross_encoder] are both given" in r.stderr
