@@ -11,7 +11,7 @@ from preqrag.encoders.cache import CachedEncoder
 from preqrag.io import read_questions
 from preqrag.pipeline import Pipeline
 from preqrag.rerankers import load_reranker
-from preqrag.rerankers.cache import CachedReranker
+from preqrag.rerankers.cache import CachedReranker, RecentScores
 from preqrag.runner import run_questions, sidecar
 from preqrag.timing import model_calls
 
@@ -50,6 +50,25 @@ def test_cached_encoder_and_reranker_return_what_the_models_return(tmp_path, tes
     np.testing.assert_allclose(crr.score(pairs[::-1]), direct_s[::-1], rtol=1e-6)
     assert model_calls().get("cross-encoder", 0) == before
     assert crr.store.hits == 2
+
+
+def test_recent_scores_answer_a_repeated_pair_without_the_model(test_config):
+    """The in-memory score memo of the shared cross-encoder: the same scores as the model, a pair
+    scored again costs no model call, a miss among hits is scored alone, the oldest pair goes first."""
+    q = "What is SCADA?"
+    texts = ["SCADA systems control industrial processes.", "Bees make honey from nectar.",
+             "A PLC runs the plant floor.", "Honey bees live in hives."]
+    rr = load_reranker(test_config.cross_encoder)
+    direct = rr.score([(q, t) for t in texts])
+    memo = RecentScores(rr, size=3)
+    np.testing.assert_allclose(memo.score([(q, t) for t in texts[:2]] + [(q, texts[0])]),
+                               direct[[0, 1, 0]], rtol=1e-6)
+    before = model_calls().get("cross-encoder", 0)
+    np.testing.assert_allclose(memo.score([(q, texts[1]), (q, texts[0])]), direct[[1, 0]], rtol=1e-6)
+    assert model_calls().get("cross-encoder", 0) == before
+    np.testing.assert_allclose(memo.score([(q, t) for t in texts[1:]]), direct[1:], rtol=1e-6)
+    assert model_calls().get("cross-encoder", 0) > before  # texts 2 and 3 were new
+    assert list(memo._recent) == [(q, t) for t in texts[1:]]  # size 3: texts[0], the least recent, dropped
 
 
 def test_rerun_with_cache_dir_skips_every_model_call(tmp_path, small_index, small_corpus, test_config):

@@ -19,7 +19,7 @@ from preqrag.systems.ginger.nuggets import (MAX_NUGGETS_PER_PASSAGE, NUGGET_FORM
                                             parse_nuggets)
 from preqrag.systems.ginger.pairwise import (CrossEncoderPreference, DuoT5Preference, PairwiseStep, pairwise_order,
                                      sym_sum)
-from preqrag.systems.ginger.rewriting import (ANSWER_MAX_TOKENS, ANSWER_SYSTEM, REWRITE_SYSTEM, REWRITES_FORMAT,
+from preqrag.systems.ginger.rewriting import (ANSWER_SYSTEM, answer_max_tokens, REWRITE_SYSTEM, REWRITES_FORMAT,
                                               GingerRewriter, parse_rewrites)
 from preqrag.index import Index
 from preqrag.records import LiveRAGAnswer, Question, Ranking
@@ -111,10 +111,16 @@ def test_rewriter_plan_keeps_original_and_fuses():
     assert f"original query: {Q}\nanswer: Corals bleach and may die when water stays too warm.\n" in rewrite_user
     assert rewrite_user.endswith(REWRITES_FORMAT.format(n=3))  # the reply is constrained to 3 rewrites
     assert [m for s, _, m in llm.calls if s == ANSWER_SYSTEM] == [cfg.rewriter.max_new_tokens]  # 48 < 160
-    # with the default budget (256) the answer's reply stops at what its 100 used words take
+    # with the default budget (256) the answer's reply stops at what its used words take
     big = load_config(None, {**TEST_OVERRIDES, "rewriter": {"max_new_tokens": 256}}, pipeline="ginger")
     GingerRewriter(llm, big.ginger, big.rewriter).plan([Q], ["single"])
-    assert [m for s, _, m in llm.calls if s == ANSWER_SYSTEM][-1] == ANSWER_MAX_TOKENS < 256
+    assert [m for s, _, m in llm.calls if s == ANSWER_SYSTEM][-1] == answer_max_tokens(big.ginger.answer_words) < 256
+    # answer_words: the rewrite prompt gets only the answer's first words, the reply budget shrinks with them
+    short = load_config(None, {**TEST_OVERRIDES, "rewriter": {"max_new_tokens": 256}, "ginger": {"answer_words": 4}},
+                        pipeline="ginger")
+    GingerRewriter(llm, short.ginger, short.rewriter).plan([Q], ["single"])
+    assert [m for s, _, m in llm.calls if s == ANSWER_SYSTEM][-1] == answer_max_tokens(4) < answer_max_tokens(100)
+    assert "\nanswer: Corals bleach and may\n" in [u for s, u, _ in llm.calls if s == REWRITE_SYSTEM][-1]
 
     cfg = _ginger_cfg(query_mode="concatenate")
     (plan,) = GingerRewriter(llm, cfg.ginger, cfg.rewriter).plan([Q], ["multi"])

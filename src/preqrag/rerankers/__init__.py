@@ -48,7 +48,16 @@ __all__ = ["load_reranker"]
 def shared_reranker(ctx):
     """The ``[cross_encoder]`` cross-encoder of a :class:`~preqrag.components.Context`, one per model
     pool (:meth:`~preqrag.components.Context.shared`): the rerank chain's step and GINGER's pair
-    scorer use the same model; ``None`` when ``cross_encoder.name = 'none'``."""
+    scorer use the same model; ``None`` when ``cross_encoder.name = 'none'``. The last
+    :data:`~.cache.RECENT_PAIRS` pairs' scores are kept in memory (:class:`~.cache.RecentScores`),
+    so a pair that two steps score (GINGER's pairwise step re-derives the head the rerank step
+    has just scored) costs one model call."""
+    from .cache import RecentScores
+
     r = ctx.cfg.cross_encoder
-    return ctx.shared(("cross-encoder", r.name, r.max_length, r.batch_size, ctx.cfg.run.cache_dir),
-                      lambda: load_reranker(r, ctx.cfg.run.cache_dir))
+
+    def make():
+        reranker = load_reranker(r, ctx.cfg.run.cache_dir)
+        return None if reranker is None else RecentScores(reranker)
+
+    return ctx.shared(("cross-encoder", r.name, r.max_length, r.batch_size, ctx.cfg.run.cache_dir), make)

@@ -77,15 +77,18 @@ def parse_rewrites_reply(reply: str, question: str, n: int, *, answer: str = "",
     return parse_rewrites("\n".join(lines), question, n, answer=answer, max_length_ratio=max_length_ratio)
 
 
-MAX_ANSWER_WORDS = 100
-"""The intermediate answer is cut to this many words before it goes into the rewrite prompt
-(App. B.1 asks for a short answer; a rambling one would crowd out the instruction)."""
+TOKENS_PER_ANSWER_WORD = 1.6
+"""Reply tokens budgeted per intermediate-answer word (English runs ~1.3 tokens a word in Qwen2.5's
+and Llama's vocabularies; the rest is room to spare)."""
 
-ANSWER_MAX_TOKENS = 160
-"""Reply budget of the intermediate answer (capped further by ``[rewriter] max_new_tokens``): what
-:data:`MAX_ANSWER_WORDS` words take (~1.3 tokens a word in English, with room to spare): the
-words after those are cut anyway, and decoding them took ~30 % of the answer call (16 dev
-questions, Qwen2.5-Coder-1.5B: 257 decoding steps and 77 s before, 161 and 56 s after)."""
+
+def answer_max_tokens(words: int) -> int:
+    """Reply budget of the intermediate answer for ``[ginger] answer_words`` (``words``): what
+    that many words take (:data:`TOKENS_PER_ANSWER_WORD` each); the words after them are cut
+    anyway, and decoding them took ~30 % of the answer call (16 dev questions,
+    Qwen2.5-Coder-1.5B, 100 words: 257 decoding steps and 77 s uncapped, 161 and 56 s capped)."""
+    return int(round(words * TOKENS_PER_ANSWER_WORD))
+
 
 _BULLET = re.compile(r"^\s*(?:[-*•·]+|\(?\d{1,2}[.):\]]|#+)\s*")
 _LABEL = re.compile(r"^\s*(?:(?:query\s*)?rewrites?|rewritten query|query|search query|q\d*)\s*\d*\s*[:.-]\s*",
@@ -182,7 +185,7 @@ class GingerRewriter:
         max_tokens = self.rewriter_cfg.max_new_tokens
         answers = self.llm.chat_many(
             [[{"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": ANSWER_USER.format(query=q)}]
-             for q, _ in capped], max_tokens=min(max_tokens, ANSWER_MAX_TOKENS), temperature=0.0)
+             for q, _ in capped], max_tokens=min(max_tokens, answer_max_tokens(self.cfg.answer_words)), temperature=0.0)
         fallbacks: list[list[str]] = [[] for _ in questions]
         raw: list[dict[str, str]] = [{} for _ in questions]
         usable: list[str] = []
@@ -197,7 +200,7 @@ class GingerRewriter:
             words = reply.split()
             if not words:
                 fallbacks[i].append("answer: empty")
-            usable.append(" ".join(words[:MAX_ANSWER_WORDS]))
+            usable.append(" ".join(words[:self.cfg.answer_words]))
         n = self.cfg.n_rewrites
         rewrites = self.llm.chat_many(
             [[{"role": "system", "content": REWRITE_SYSTEM},

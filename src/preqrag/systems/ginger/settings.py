@@ -20,6 +20,11 @@ class GingerConfig(_Section):
 
     n_rewrites: int = Field(3, ge=1, le=10, description=(
         "Query rewrites per question (the paper's l, §3.1; App. B.1 asks for 3; Table 1: original + 3 rewrites)."))
+    answer_words: int = Field(100, ge=1, le=300, description=(
+        "Words of the intermediate answer (App. B.1: 'a short answer' written without documents) that go into "
+        "the rewrite prompt; its reply budget is what they take (preqrag.systems.ginger.rewriting."
+        "answer_max_tokens), so words after them are not decoded. Not in the paper, which sets no length "
+        "(docs/preset-ginger.md has the rows)."))
     query_mode: Literal["fuse", "concatenate"] = Field("fuse", description=(
         "'fuse': the original question and each rewrite are separate queries to BM25 and dense, all lists "
         "fused ([fusion]); 'concatenate': one search string (q + q'1) + ... + (q + q'l) as in §3.1 (long "
