@@ -1,0 +1,5 @@
+"""``python -m preqrag.cli``: the ``preqrag`` command."""
+
+from .app import main
+
+main()
