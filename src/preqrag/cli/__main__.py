@@ -1,5 +1,6 @@
 """``python -m preqrag.cli``: the ``preqrag`` command."""
 
-from .app import main
+from . import main
 
-main()
+if __name__ == "__main__":  # pragma: no cover
+    main()

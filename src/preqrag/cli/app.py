@@ -26,11 +26,11 @@ from typing import Optional
 
 import typer
 
-from .cli_common import ConfigOpt, PlainHelpGroup, err
-from .cli_common import open_config as _config
-from .cli_common import open_pipeline as _pipeline
-from .config import SYSTEMS, dump_config
-from .io import out_of_space
+from .common import ConfigOpt, PlainHelpGroup, err
+from .common import open_config as _config
+from .common import open_pipeline as _pipeline
+from ..core.config import SYSTEMS, dump_config
+from ..core.io import out_of_space
 
 # A newcomer's screen shows stage progress and answers, not a library's per-model loading bars
 # ("Loading weights" from transformers, once per model load). Users can still set these.
@@ -63,9 +63,9 @@ def _progress_bar():
 
 
 def _require_models(cfg) -> None:
-    """Every configured model is available (:func:`preqrag.preflight.require_models`), else
+    """Every configured model is available (:func:`preqrag.models.preflight.require_models`), else
     each problem printed and exit 2, before any work."""
-    from .preflight import ModelUnavailable, require_models
+    from ..models.preflight import ModelUnavailable, require_models
 
     try:
         require_models(cfg)
@@ -77,7 +77,7 @@ def _require_models(cfg) -> None:
 
 def _verify_index(verify: Path) -> None:
     """``preqrag index --verify``: every damaged file named, exit 2; else one line saying all match."""
-    from .index import IndexOpenError, verify_index
+    from ..index.embedded import IndexOpenError, verify_index
 
     try:
         problems = verify_index(verify)
@@ -153,8 +153,8 @@ def index(ctx: typer.Context,
     if corpus is None or index_dir is None:
         err.print("[red]error:[/red] --corpus and --index are required (or: preqrag index merge SHARD... --index IDX)")
         raise typer.Exit(2)
-    from .index import build_index
-    from .shards import build_shard, parse_shard
+    from ..index.embedded import build_index
+    from ..index.shards import build_shard, parse_shard
 
     cfg = _config(config)
     if ray_address is not None and not ray:
@@ -166,7 +166,7 @@ def index(ctx: typer.Context,
         raise typer.Exit(2)
     def build(progress):
         if ray:
-            from .distributed import build_index_ray
+            from ..run.distributed import build_index_ray
 
             return build_index_ray(corpus, index_dir, cfg, address=ray_address, n_shards=shards,
                                    overwrite=overwrite, progress=progress)
@@ -189,8 +189,8 @@ def index(ctx: typer.Context,
 
 def _index_milvus(corpus: Optional[Path], index_dir: Optional[Path], config: Optional[Path], overwrite: bool):
     """`preqrag index --backend milvus`: (build the embedded index, then) load it into Milvus."""
-    from .index import IndexOpenError, build_index
-    from .milvus import MilvusError, load_collection
+    from ..index.embedded import IndexOpenError, build_index
+    from ..index.milvus import MilvusError, load_collection
 
     if index_dir is None:
         err.print("[red]error:[/red] --index is required: the embedded index whose passages and vectors are loaded "
@@ -221,7 +221,7 @@ def index_merge(shards: list[Path] = typer.Argument(..., help="The N shard direc
                 config: Optional[Path] = ConfigOpt,
                 overwrite: bool = typer.Option(False, help="Replace an existing index.")):
     """Merge shards 0..N-1 into one index (global BM25 statistics; same top-k as a one-shot build)."""
-    from .shards import merge_shards
+    from ..index.shards import merge_shards
 
     cfg = _config(config)
     bar, progress = _progress_bar()
@@ -246,7 +246,7 @@ def ask(question: str = typer.Argument(..., help="The question."),
     """Answer one question: the answer with [n] markers on the sentences a passage supports, the
     documents they stand for and the seconds it took (--json: the LiveRAG answer object)."""
     from .display import answer_time, format_answer
-    from .records import Question
+    from ..core.records import Question
 
     cfg = _config(config)
     pipeline = _pipeline(index_dir, cfg)
@@ -268,8 +268,8 @@ def _attributor(pipeline):
     """The citation attributor over the pipeline's own ``[cross_encoder]`` cross-encoder (shared from
     its model pool, not loaded again; the bundled one when the preset has none), or ``None`` when
     it cannot load: the answer is then shown unmarked."""
-    from .citations import Attributor, load_attributor
-    from .rerankers import shared_reranker
+    from ..components.citations import Attributor, load_attributor
+    from ..models.rerankers import shared_reranker
 
     try:
         scorer = shared_reranker(pipeline.ctx)
@@ -282,11 +282,11 @@ def _attributor(pipeline):
 
 
 def _run_deadline(output: Path, deadline: str | None, now):
-    """``preqrag run --deadline``: the run's :class:`~preqrag.deadline.Deadline` (or None), kept
+    """``preqrag run --deadline``: the run's :class:`~preqrag.run.deadline.Deadline` (or None), kept
     in the output's sidecar; a bad value exits 2; a passed one is announced."""
     from datetime import datetime, timezone
 
-    from .deadline import resolve_deadline
+    from ..run.deadline import resolve_deadline
 
     try:
         due, note = resolve_deadline(output, deadline, now)
@@ -302,9 +302,9 @@ def _run_deadline(output: Path, deadline: str | None, now):
 
 
 def _ray_executor(index_dir, cfg, workers: int, address, cpus_per_worker, due):
-    """``preqrag run --ray``: a started :class:`~preqrag.distributed.RayExecutor` (every actor
+    """``preqrag run --ray``: a started :class:`~preqrag.run.distributed.RayExecutor` (every actor
     has loaded its pipeline), or exit 2 naming what is missing."""
-    from .distributed import RayExecutor
+    from ..run.distributed import RayExecutor
 
     _require_models(cfg)
     executor = RayExecutor(index_dir, cfg, workers, address=address, cpus_per_worker=cpus_per_worker,
@@ -344,8 +344,8 @@ def run(questions: Path = typer.Argument(..., exists=True, dir_okay=False, help=
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .io import read_questions
-    from .runner import run_questions, sidecar
+    from ..core.io import read_questions
+    from ..run.runner import run_questions, sidecar
 
     now = datetime.now(timezone.utc)  # a duration counts from the command's start, model loading included
     cfg = _config(config)
@@ -398,8 +398,8 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
          config: Optional[Path] = ConfigOpt):
     """Index the bundled 47-document corpus and answer its 5 questions with the default models."""
     from .display import answer_time, format_answer
-    from .index import build_index
-    from .runner import run_questions, sidecar
+    from ..index.embedded import build_index
+    from ..run.runner import run_questions, sidecar
 
     cfg = _config(config)
     _require_models(cfg)
@@ -433,7 +433,7 @@ def demo(workdir: Optional[Path] = typer.Option(None, help="Where to write the i
 @app.command("config")
 def show_config(config: Optional[Path] = ConfigOpt,
                 pipeline: Optional[str] = typer.Option(None, "--pipeline", "-p", help=(
-                    "A preset (preqrag.presets): print its settings, with the file's on top.")),
+                    "A preset (preqrag.core.presets): print its settings, with the file's on top.")),
                 markdown: bool = typer.Option(False, "--markdown", help=(
                     "Print the configuration reference page (docs/configuration-reference.md) instead: "
                     "every core table's settings with defaults and descriptions; with --config/-p, their values.")),
@@ -442,7 +442,7 @@ def show_config(config: Optional[Path] = ConfigOpt,
                     "of the core ones (docs/configuration-systems.md)."))):
     """Print the configuration (defaults, a preset's, or a file's values) as documented TOML, or
     with --markdown as the reference pages (without --config/-p: the shipped defaults)."""
-    from .config import config_reference
+    from ..core.config import config_reference
 
     part = "systems" if systems else "core"
     if markdown and not (config or pipeline):
@@ -453,9 +453,9 @@ def show_config(config: Optional[Path] = ConfigOpt,
 
 
 def _register_sub_commands() -> None:
-    """The sub-commands of :mod:`preqrag.commands` (classifier training and prediction, evaluation,
+    """The sub-commands of :mod:`preqrag.cli.commands` (classifier training and prediction, evaluation,
     the API, TREC, learned models, model install) and those a built-in system ships in its
-    ``commands`` module (DoTA's ``topics``; :data:`preqrag.config.SYSTEMS`, imported by name):
+    ``commands`` module (DoTA's ``topics``; :data:`preqrag.core.config.SYSTEMS`, imported by name):
     each module's ``register(app)``. An import error here is a bug or a broken install, and surfaces."""
     from .commands import classifiers as classifiers_cli
     from .commands import evaluation as evaluation_cli

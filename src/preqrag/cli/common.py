@@ -1,6 +1,6 @@
 """What every ``preqrag`` command shares: the error console, the ``--config`` option, and opening
 the configuration and the pipeline with clear errors (exit 2) before the first question. Used by
-:mod:`preqrag.cli` and its sub-commands (:mod:`preqrag.commands`)."""
+:mod:`preqrag.cli.app` and its sub-commands (:mod:`preqrag.cli.commands`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from typer.core import TyperGroup
 
-from .config import ConfigError, PipelineConfig, load_config
+from ..core.config import ConfigError, PipelineConfig, load_config
 
 err = Console(stderr=True, soft_wrap=True)  # no wrapping: messages name files and lines
 
@@ -65,9 +65,9 @@ def open_config(path: Optional[Path], pipeline: Optional[str] = None) -> Pipelin
 def open_pipeline(index_dir: Path | None, cfg: PipelineConfig):
     """Check every configured model, open the index, build the stages and load every model,
     so that a configuration that cannot work fails (exit 2) before the first question."""
-    from .index import IndexOpenError
-    from .pipeline import Pipeline
-    from .preflight import ModelUnavailable, require_models
+    from ..index.embedded import IndexOpenError
+    from ..run.pipeline import Pipeline
+    from ..models.preflight import ModelUnavailable, require_models
 
     try:
         require_models(cfg)

@@ -4,7 +4,7 @@ numbers stand for, and the seconds it took.
 
 Markers: an answer that already cites (CIR's ``[n]`` markers) is shown as written; otherwise each
 sentence is attributed to the passages that support it by the calibrated cross-encoder of
-:mod:`preqrag.citations` (the TREC export's attribution), and the markers are added after it.
+:mod:`preqrag.components.citations` (the TREC export's attribution), and the markers are added after it.
 Documents: passage numbers grouped by document, each document once (``[1,3] <urn:a>``), cited
 ones first; a document none of the answer's sentences rests on is listed as "also in the
 prompt".
@@ -12,12 +12,12 @@ prompt".
 
 from __future__ import annotations
 
-from .citations import marker_citations, split_sentences
+from ..components.citations import marker_citations, split_sentences
 
 
 def cited_answer(answer: str, passages: list[str], attributor) -> tuple[str, set[int]]:
     """``(text with [n] markers, cited 1-based numbers)``. An answer with markers is returned
-    as it is; ``attributor`` (:class:`preqrag.citations.Attributor`, or ``None`` for no
+    as it is; ``attributor`` (:class:`preqrag.components.citations.Attributor`, or ``None`` for no
     attribution) marks the others."""
     own = marker_citations(answer, len(passages))
     if own:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import re
 
-from .components import Context, register
-from .config import GeneratorConfig
-from .stages import Generated
-from .text import content_words, split_sentences, truncate_words
+from .registry import Context, register
+from ..core.config import GeneratorConfig
+from ..core.contracts import Generated
+from ..core.text import content_words, split_sentences, truncate_words
 
 
 EXTRACTIVE_PROMPT = ("(extractive answer, no LLM call: the sentences of passage [1] that share the most content "
@@ -27,9 +27,9 @@ class ExtractiveGenerator:
     share the most content words (stemmed, stopwords removed; the BM25 analyser's stemmer and
     stopwords) with the question, in passage order, at most ``max_words`` words. Ties go to
     the earlier sentence; a passage without any sentence boundary is used whole (cut to
-    ``max_words``). Sentence split: :func:`preqrag.text.split_sentences`.
+    ``max_words``). Sentence split: :func:`preqrag.core.text.split_sentences`.
 
-    ``generate`` returns one :class:`~preqrag.stages.Generated` per question; its
+    ``generate`` returns one :class:`~preqrag.core.contracts.Generated` per question; its
     ``final_prompt`` is :data:`EXTRACTIVE_PROMPT` (no prompt was sent anywhere).
     """
 

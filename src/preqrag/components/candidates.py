@@ -3,7 +3,7 @@
 TREC 2024 RAG's augmented-generation task (CIR's task) gives, per topic, a ranked list of
 segments to generate from. ragnarok's request JSONL carries it (castorini/ragnarok
 ``src/ragnarok/data.py``: ``Request{query, candidates: [Candidate{docid, score, doc}]}``);
-:func:`preqrag.io.read_questions` keeps ``candidates`` in ``Question.extra``. The text of a
+:func:`preqrag.core.io.read_questions` keeps ``candidates`` in ``Question.extra``. The text of a
 candidate is read from ``doc`` as ragnarok's generators read it
 (``src/ragnarok/generate/llm.py``, ``convert_doc_to_prompt_content``): ``text``, else
 ``segment``, else ``contents``, else ``passage`` (a ``doc`` that is a string is the text).
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
-from .records import doc_of
+from ..core.records import doc_of
 
 TEXT_KEYS = ("text", "segment", "contents", "passage")
 

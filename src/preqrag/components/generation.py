@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from .components import Context, register
-from .config import ConfigError, GeneratorConfig
+from .registry import Context, register
+from ..core.config import ConfigError, GeneratorConfig
 from .selection import select_sentences
-from .text import approx_tokens, llm_window, token_counter, truncate_tokens, truncate_words  # noqa: F401  (re-exported)
-from .stages import LLM, Generated, LLMError
+from ..core.text import approx_tokens, llm_window, token_counter, truncate_tokens, truncate_words  # noqa: F401  (re-exported)
+from ..core.contracts import LLM, Generated, LLMError
 
 LOCAL_ANSWER_REPEAT_PENALTY = 1.1
 """The answer's repetition penalty with the in-process llama.cpp backend when neither
@@ -154,7 +154,7 @@ class LLMGenerator:
     ``generate`` returns one :class:`Generated` per question.
 
     With ``cfg.context_tokens > 0`` the prompt holds each passage's answer-bearing sentences
-    (:func:`preqrag.selection.select_sentences`), scored by ``sentence_scorer`` -- a cross-encoder
+    (:func:`preqrag.components.selection.select_sentences`), scored by ``sentence_scorer`` -- a cross-encoder
     with ``score(pairs: list[tuple[str, str]]) -> ndarray (n,)`` (the pipeline's reranker,
     ``[generator] sentence_scorer``) -- or, when it is None, by question-word overlap; the trace's
     truncations say per passage what was kept and by which scorer.
@@ -226,8 +226,8 @@ class LLMGenerator:
     def _explain_restated(self, questions: list[str], fitted: list[FittedPrompt], replies: list,
                           options: dict) -> dict[int, str]:
         """``{index: explanation}`` for the replies that only restate their question
-        (:func:`preqrag.answering.restates_question`), when ``[generator] explain_restated``: one
-        follow-up turn (:data:`preqrag.answering.EXPLAIN_RESTATED`) after the reply, in the same
+        (:func:`preqrag.components.answering.restates_question`), when ``[generator] explain_restated``: one
+        follow-up turn (:data:`preqrag.components.answering.EXPLAIN_RESTATED`) after the reply, in the same
         chat, so llama.cpp reuses the prompt's KV cache and only decodes the explanation. A
         follow-up that fails, loops or restates again is left out (the reply stays as it was)."""
         from .answering import EXPLAIN_RESTATED, degenerate, restates_question
@@ -256,7 +256,7 @@ def _preqrag(ctx: Context) -> LLMGenerator:
     """
     g, scorer = ctx.cfg.generator, None
     if g.context_tokens and g.sentence_scorer != "words":
-        from .rerankers import shared_reranker
+        from ..models.rerankers import shared_reranker
 
         scorer = shared_reranker(ctx)  # None when cross_encoder.name = 'none'
         if scorer is None and g.sentence_scorer == "cross-encoder":

@@ -3,7 +3,7 @@
 Every component (built-in or a user's) is registered next to its code with
 :func:`register`::
 
-    register_table("echo", EchoSettings)         # preqrag.config: the [echo] table
+    register_table("echo", EchoSettings)         # preqrag.core.config: the [echo] table
 
     @register("generator", "echo", reads=("echo",))
     def build_echo(ctx: Context) -> Generator:
@@ -12,17 +12,17 @@ Every component (built-in or a user's) is registered next to its code with
 * ``slot``: one of :data:`SLOTS` (the configuration field that names it is :data:`FIELDS`);
 * ``name``: the value that selects it in that field;
 * ``reads``: the configuration tables the component's settings come from (besides the
-  shared models): :meth:`preqrag.pipeline.Pipeline.derive` rebuilds the component when one of
+  shared models): :meth:`preqrag.run.pipeline.Pipeline.derive` rebuilds the component when one of
   them changed, and reuses it otherwise;
 
 A system's settings tables are registered once per table with
-:func:`preqrag.config.register_table` (several of its components read one table), and its
-presets with :func:`preqrag.presets.register_preset`.
+:func:`preqrag.core.config.register_table` (several of its components read one table), and its
+presets with :func:`preqrag.core.presets.register_preset`.
 
-The built-in systems (:data:`preqrag.config.SYSTEMS`, one package each) and the core
+The built-in systems (:data:`preqrag.core.config.SYSTEMS`, one package each) and the core
 components register on first lookup (:data:`BUILTIN`, imported by name so that the registry
 stays below them in the layers); a user's system registers when its module is imported, e.g.
-through ``imports = ["my_system"]`` at the top of the TOML (:func:`preqrag.config.load_config`).
+through ``imports = ["my_system"]`` at the top of the TOML (:func:`preqrag.core.config.load_config`).
 No plugin entry points: a system is a module.
 
 A builder takes the :class:`Context` (configuration, opened index, shared LLM, model pool)
@@ -37,10 +37,10 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import RENAMED_TABLES, SYSTEMS, PipelineConfig, import_once
+from ..core.config import RENAMED_TABLES, SYSTEMS, PipelineConfig, import_once
 
 SLOTS: tuple[str, ...] = ("classifier", "rewriter", "retriever", "fusion", "rerank", "merge", "generator")
-"""The pipeline's slots that components fill (:mod:`preqrag.pipeline`, in order)."""
+"""The pipeline's slots that components fill (:mod:`preqrag.run.pipeline`, in order)."""
 
 FIELDS: dict[str, str] = {
     "classifier": "classifier.name", "rewriter": "rewriter.name", "retriever": "retrieval.extra",
@@ -49,12 +49,13 @@ FIELDS: dict[str, str] = {
 """The configuration field that names each slot's component (``rerank.chain``: a list)."""
 
 BUILTIN: tuple[str, ...] = (
-    "preqrag.classifiers", "preqrag.rewriting", "preqrag.fusion", "preqrag.rerankers.steps", "preqrag.generation",
-    "preqrag.answering", "preqrag.learned.ranker", *SYSTEMS)
+    "preqrag.components.classifiers", "preqrag.components.rewriting", "preqrag.components.fusion",
+    "preqrag.components.reranking", "preqrag.components.generation", "preqrag.components.answering",
+    "preqrag.learned.ranker", *SYSTEMS)
 """Modules that register the built-in components: the core ones every system may use (the
 classifiers, the ``none`` rewriter, fusion, the cross-encoder step, the grounded-answer and
 extractive generators, the learned merge) and the systems' packages
-(:data:`preqrag.config.SYSTEMS`), imported on the first lookup."""
+(:data:`preqrag.core.config.SYSTEMS`), imported on the first lookup."""
 
 
 @dataclass(frozen=True)
@@ -98,14 +99,14 @@ def register(slot: str, name: str, *, reads: tuple[str, ...] = ()) -> Callable:
 
 
 def _renamed_reads(slot: str, name: str, reads) -> tuple[str, ...]:
-    """``reads`` with the old table names of :data:`preqrag.config.RENAMED_TABLES` replaced (a
+    """``reads`` with the old table names of :data:`preqrag.core.config.RENAMED_TABLES` replaced (a
     warning each): a component registered before a rename would otherwise compare a table that no
-    configuration has, and :meth:`preqrag.pipeline.Pipeline.derive` would never rebuild it."""
+    configuration has, and :meth:`preqrag.run.pipeline.Pipeline.derive` would never rebuild it."""
     out = []
     for table in reads:
         if table in RENAMED_TABLES:
             new = RENAMED_TABLES[table]
-            # FutureWarning: shown by default (see preqrag.config.renamed_tables)
+            # FutureWarning: shown by default (see preqrag.core.config.renamed_tables)
             warnings.warn(f"register({slot!r}, {name!r}): reads [{table}], which is now [{new}]; the old "
                           f"name is read for now and will be removed", FutureWarning, stacklevel=3)
             table = new
@@ -172,7 +173,7 @@ class Context:
     def get_llm(self):
         """The shared LLM, built from ``[llm]`` on first use (no weights load here)."""
         if self.llm is None:
-            from .llm import load_llm
+            from ..models.llm import load_llm
 
             self.llm = load_llm(self.cfg.llm, cache_dir=self.cfg.run.cache_dir)
         return self.llm

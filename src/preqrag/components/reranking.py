@@ -1,6 +1,6 @@
-"""Rerank-chain steps (:class:`preqrag.stages.RerankStep`): each maps rankings to rankings.
+"""Rerank-chain steps (:class:`preqrag.core.contracts.RerankStep`): each maps rankings to rankings.
 
-``[rerank] chain`` names the steps in order (registered in slot ``rerank``, :mod:`preqrag.components`).
+``[rerank] chain`` names the steps in order (registered in slot ``rerank``, :mod:`preqrag.components.registry`).
 
 * ``cross-encoder``: pointwise scores of (question, passage) for the head of each ranking
   (PreQRAG §2.4), trace key ``reranked``.
@@ -12,9 +12,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..components import Context, register
-from ..records import Ranking, doc_of
-from ..stages import Reranker
+from .registry import Context, register
+from ..core.records import Ranking, doc_of
+from ..core.contracts import Reranker
 
 
 class CrossEncoderStep:
@@ -25,7 +25,7 @@ class CrossEncoderStep:
     reranked head, best first, with the cross-encoder's logits as scores.
 
     Args:
-        reranker: the cross-encoder (:func:`preqrag.rerankers.load_reranker`).
+        reranker: the cross-encoder (:func:`preqrag.models.rerankers.load_reranker`).
         depth: candidates reranked per ranking (``cross_encoder.depth``, default 30: a measured
             trade-off, docs/models.md; the paper reranks the whole merged set).
         max_per_document: at most this many passages of one document among the ``depth``
@@ -86,7 +86,7 @@ class CrossEncoderStep:
 def _cross_encoder(ctx: Context) -> CrossEncoderStep | None:
     """The ``[cross_encoder]`` cross-encoder (one model per Context pool) cut at ``cross_encoder.depth``;
     ``None`` (step off) when ``cross_encoder.name = 'none'``."""
-    from . import shared_reranker
+    from ..models.rerankers import shared_reranker
 
     reranker = shared_reranker(ctx)
     cfg = ctx.cfg.cross_encoder

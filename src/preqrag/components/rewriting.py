@@ -5,8 +5,8 @@ with their systems: PreQRAG's in :mod:`preqrag.systems.preqrag.rewriting` (§2.2
 
 from __future__ import annotations
 
-from .components import Context, register
-from .records import QueryPlan, QuestionType, SubQuery
+from .registry import Context, register
+from ..core.records import QueryPlan, QuestionType, SubQuery
 
 
 class IdentityRewriter:

@@ -5,9 +5,9 @@ prompt tokens/s with AVX-512, about half that with AVX2), and most sentences of 
 passage do not bear on the question. :func:`select_sentences` keeps, of each passage, the
 sentences that bear most on the question, within a token budget for the whole context:
 
-1. each passage is split into sentences (:func:`preqrag.text.split_sentences`, ``"rules"``);
+1. each passage is split into sentences (:func:`preqrag.core.text.split_sentences`, ``"rules"``);
 2. a sentence scores the IDF-weighted sum of the question's content words it holds
-   (:func:`preqrag.text.content_words`: stemmed, stopwords removed; IDF over the sentences of
+   (:func:`preqrag.core.text.content_words`: stemmed, stopwords removed; IDF over the sentences of
    the whole context, ``log(1 + n / df)``), so a rare question word counts more than a word
    every sentence has; or (``scorer``) a model scores each sentence against the question: the
    cross-encoder that reranked the passages (``[generator] sentence_scorer``), as RECOMP's
@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from .text import content_words, split_sentences, truncate_tokens
+from ..core.text import content_words, split_sentences, truncate_tokens
 
 GAP = " … "
 """Joins two kept sentences that were not adjacent in the passage."""
@@ -112,7 +112,7 @@ def select_sentences(question: str, passages: list[str], *, max_tokens: int,
         passages: the context passages, best first (``generator.context_top_k`` of them).
         max_tokens: tokens for all passages together (``generator.context_tokens``); each
             passage gets an equal share plus what the passages before it left unused.
-        count: the LLM's token counter (:func:`preqrag.text.token_counter`).
+        count: the LLM's token counter (:func:`preqrag.core.text.token_counter`).
         scorer: ``scorer(question, sentences) -> one score per sentence`` (higher = more
             answer-bearing), e.g. the cross-encoder's logits (``[generator] sentence_scorer =
             "cross-encoder"``); None (default): the IDF-weighted question-word overlap (step 2).

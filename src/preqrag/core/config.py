@@ -34,8 +34,7 @@ class ChunkingConfig(_Section):
 
     max_tokens: int = Field(512, ge=16, description=(
         "Passage size cap in tokens of the embedder's tokenizer (paper §2.3: 512). "
-        "Capped at the embedder's max_seq_length, so that no passage is silently truncated "
-        "by the embedder."))
+        "Capped at the embedder's max_seq_length, so no passage is silently truncated by it."))
     overlap_tokens: int = Field(0, ge=0, description="Token overlap between consecutive passages.")
 
 
@@ -43,16 +42,16 @@ class EmbedderConfig(_Section):
     """Dense retrieval encoder. Known names resolve to files inside installed packages."""
 
     name: str = Field("sentence-transformers/all-MiniLM-L6-v2", description=(
-        "Model name; see preqrag.registry. Default chosen by measurement (docs/models.md): "
+        "Model name (preqrag.models.files). Default chosen by measurement (docs/models.md): "
         "2.6x the passages/s (1.3x the tokens/s) of BAAI/bge-small-en-v1.5 int8 on 2 CPU cores. The paper used "
         "intfloat/e5-base-v2, usable here by name with internet access."))
     batch_size: int = Field(32, ge=1, description=(
-        "Texts per forward pass. 32 suits CPUs; on a GPU larger batches keep it busy (docs/indexing.md, "
-        "'Encoding on one GPU', has the measured rates by batch size)."))
+        "Texts per forward pass. 32 suits CPUs; on a GPU larger batches keep it busy (measured rates by "
+        "batch size: docs/indexing.md, 'Encoding on one GPU')."))
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:[0-9]+)?)$", description=(
         "Where sentence-transformers embedders run: 'auto' (default: the first CUDA device when torch sees "
-        "one, else the CPU), 'cpu', 'cuda' or 'cuda:N'. On CUDA the model runs in float16 (see "
-        "preqrag.encoders.sentence_transformers). ONNX and WordLlama embedders run on the CPU: 'cuda' is an "
+        "one, else the CPU), 'cpu', 'cuda' or 'cuda:N'. On CUDA the model runs in float16 ("
+        "preqrag.models.encoders.sentence_transformers). ONNX and WordLlama embedders are CPU-only: 'cuda' is an "
         "error for them."))
     backend: Literal["auto", "onnx", "torch"] = Field("auto", description=(
         "'auto': all-MiniLM-L6-v2 on a CPU runs as 'onnx', anything else as 'torch'. 'onnx': the model's ONNX "
@@ -85,7 +84,7 @@ class BM25Config(_Section):
 
     def index_settings(self) -> dict:
         """The settings the index is built with (tokenisation and scoring): what an index's
-        manifest records under ``bm25`` and :meth:`preqrag.index.Index.open` compares."""
+        manifest records under ``bm25`` and :meth:`preqrag.index.embedded.Index.open` compares."""
         return self.model_dump(exclude=set(self.QUERY_TIME))
 
 
@@ -97,7 +96,7 @@ class RetrievalConfig(_Section):
     use_sparse: bool = True
     use_dense: bool = True
     extra: list[str] = Field([], description=(
-        "Registered retrievers (preqrag.components, slot 'retriever') that run beside BM25 and dense "
+        "Retrievers registered in slot 'retriever' (preqrag.components.registry) run beside BM25 and dense "
         "retrieval, each at dense_top_k on the sub-query's dense text, under its own name in the trace; "
         "their lists are fused with the others."))
 
@@ -173,13 +172,13 @@ class IndexConfig(_Section):
     train_size: int = Field(100_000, ge=1000, description=(
         "Vectors sampled (seed 0) to train IVF/PQ: FAISS wants >= 39 per centroid (nlist and 2^pq_nbits)."))
     bm25_backend: Literal["auto", "numpy", "numba"] = Field("auto", description=(
-        "bm25s scoring backend at query time: auto (default: numba for indexes of >= 1,000,000 passages when numba is "
+        "bm25s scoring backend at query time: auto (default: numba for indexes of >= 1M passages when numba is "
         "installed, else numpy), numpy or numba (JIT-compiled: p50 16 vs 156 ms at 5M passages, docs/results/scale.md; "
         "7-23 s compilation per process; equal scores may be ordered differently). Below 1M passages numpy's "
         "queries take milliseconds: compiling would not pay."))
     backend: Literal["embedded", "milvus"] = Field("embedded", description=(
         "Where the passages and indexes live: embedded (bm25s + FAISS files in the --index directory, "
-        "default) or milvus (a Milvus collection at `uri`; see preqrag.milvus)."))
+        "default) or milvus (a Milvus collection at `uri`, preqrag.index.milvus)."))
     uri: str = Field("", description=(
         "milvus backend: the Milvus URL (http://host:19530) or a Milvus Lite database file (./liverag.db)."))
     collection: str = Field("preqrag", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
@@ -192,8 +191,8 @@ class IndexConfig(_Section):
         "hnsw_ef_construction)."))
     mmap: bool = Field(True, description=(
         "Memory-map the dense index (FAISS IO_FLAG_MMAP_IFC / IO_FLAG_MMAP) and the BM25 arrays (bm25s "
-        "mmap=True) at open: pages are read on demand and shared between processes, so a serving process "
-        "does not hold the whole index in its own memory."))
+        "mmap=True) at open: pages load on demand and are shared between processes, so a serving process "
+        "does not hold the whole index in its memory."))
 
     @model_validator(mode="after")
     def _check_refine(self) -> "IndexConfig":
@@ -214,7 +213,7 @@ class FusionConfig(_Section):
     (UiS-IAI@LiveRAG).
     """
 
-    name: str = Field("union", description="A registered fusion (preqrag.components): 'union' or 'rrf'.")
+    name: str = Field("union", description="A registered fusion (preqrag.components.registry): 'union' or 'rrf'.")
     rrf_k: int = Field(60, ge=1)
 
 
@@ -244,7 +243,7 @@ class GeneratorConfig(_Section):
     """Grounded answer generation (PreQRAG §2.5, Appendix B)."""
 
     name: str = Field("preqrag", description=(
-        "Generator (preqrag.components.names('generator')): 'preqrag' (prompt A-D of Appendix B.3, greedy), "
+        "A registered generator (preqrag.components.registry): 'preqrag' (prompt A-D of Appendix B.3, greedy), "
         "'cir' (cited JSON, CIR §2.2), 'dota' (Fig. 5 prompt, 8k-token context), 'ginger' (nuggets, GINGER §3)."))
     context_top_k: int = Field(3, ge=1, description="Passages in the prompt (paper §2.5: top-3).")
     prompt: Literal["A", "B", "C", "D"] = Field("B", description="Appendix B.3 prompt; B won.")
@@ -253,11 +252,11 @@ class GeneratorConfig(_Section):
     max_passage_tokens: int = Field(512, ge=16, description=(
         "Per-passage cap in the prompt, in LLM tokens. When the prompt would still not fit llm.n_ctx, "
         "the lowest-ranked passages are dropped (the last kept one shortened), never the question while "
-        "a passage is left (see preqrag.generation.fit_prompt)."))
+        "a passage is left (preqrag.components.generation.fit_prompt)."))
     context_tokens: int = Field(256, ge=0, description=(
         "LLM tokens of the context passages together, filled with each passage's answer-bearing sentences "
-        "(sentence_scorer; every passage keeps its share: preqrag.selection); 0 = whole passages. 256 "
-        "(~85 per passage of context_top_k 3): with Qwen2.5-Coder-1.5B on 2 AVX2 cores 13.2 s instead of "
+        "(sentence_scorer; every passage keeps its share: preqrag.components.selection); 0 = whole passages. 256 "
+        "(~85 per passage of context_top_k 3): with Qwen2.5-Coder-1.5B on 2 AVX2 cores 13.2 vs "
         "39.6 s per answer, token F1 0.348 vs 0.349 on 30 dev questions (docs/results/answers.md); prefill is "
         "most of an answer's cost on a CPU."))
     sentence_scorer: Literal["auto", "words", "cross-encoder"] = Field("auto", description=(
@@ -265,7 +264,7 @@ class GeneratorConfig(_Section):
         "sentence against the question; an error when its name is 'none'), 'words' (the question's "
         "words, IDF-weighted; no model call), 'auto' (the cross-encoder when there is one, else words). "
         "On 30 dev questions at 384 tokens the cross-encoder's choice gave token F1 0.348 vs 0.331 "
-        "(docs/results/answers.md). preqrag.selection."))
+        "(docs/results/answers.md; preqrag.components.selection)."))
     temperature: float = Field(0.0, ge=0, description=(
         "Answer sampling temperature; 0 = greedy, PreQRAG's choice (App. B.2, Table B.2 compares "
         "temp 0.7/top_p 0.85/top_k 20, 0.9/0.9/40, 1.2/0.95/60). DoTA-RAG's code samples at 0.8."))
@@ -273,13 +272,13 @@ class GeneratorConfig(_Section):
     top_k: int | None = Field(None, ge=0, description="Answer top-k; null = llm.top_k.")
     explain_restated: bool = Field(True, description=(
         "When an answer only restates its question (\"Yes, exercise and gut health can improve mood.\"; "
-        "word-set Jaccard >= 0.8), ask in a follow-up turn for the supporting facts from the context and "
-        "append them (preqrag.answering.EXPLAIN_RESTATED; the prompt's KV cache is reused, so it costs "
+        "word-set Jaccard >= 0.8), ask in a follow-up turn for the context's supporting facts and "
+        "append them (preqrag.components.answering.EXPLAIN_RESTATED; the prompt's KV cache is reused, so it costs "
         "the explanation's decoding). false = the paper's single answer call."))
     repeat_penalty: float | None = Field(None, gt=0, description=(
         "Answer repetition penalty (1.0 = off); null = llm.repeat_penalty, and when that is null too, 1.1 "
         "for the preqrag generator on the llama-cpp backend (degenerate answers 6 % -> 2 % on 200 dev "
-        "questions with Qwen2.5-Coder-1.5B, docs/results/answers.md; preqrag.generation."
+        "questions with Qwen2.5-Coder-1.5B, docs/results/answers.md; preqrag.components.generation."
         "LOCAL_ANSWER_REPEAT_PENALTY), the server's default with openai."))
 
 
@@ -306,9 +305,9 @@ class LLMConfig(_Section):
 
     backend: Literal["llama-cpp", "openai"] = "llama-cpp"
     model: str = Field(default_factory=default_llm, description=(
-        "llama-cpp: a registry name or a .gguf path; openai: the served model name. Default: "
+        "llama-cpp: a model name or a .gguf path; openai: the served model name. Default: "
         "qwen2.5-coder-1.5b (installed by ./install.sh: the best answers of the LLMs available offline, "
-        "docs/results/answers.md), or the environment variable PREQRAG_LLM_MODEL when set (e.g. "
+        "docs/results/answers.md), or PREQRAG_LLM_MODEL from the environment when set (e.g. "
         "HuggingFaceTB/SmolLM2-135M-Instruct: tests). The paper used Falcon3-10B-Instruct."))
     n_ctx: int = Field(4096, ge=256, description=(
         "Context window in tokens: llama-cpp's context size; for openai, the served model's window "
@@ -317,10 +316,10 @@ class LLMConfig(_Section):
         "llama-cpp threads; null = the CPUs this process may use (OMP_NUM_THREADS, e.g. a Ray actor's "
         "num_cpus, else its CPU affinity)."))
     n_parallel: int = Field(16, ge=1, description=(
-        "llama-cpp: sequences decoded together (continuous batching, preqrag.llm.batching): the "
+        "llama-cpp: sequences decoded together (continuous batching, preqrag.models.llm.batching): the "
         "requests of one batched call (a batch of questions' answers, rewrites, votes) share each "
         "llama_decode, so decoding runs nearer the prefill rate. "
-        "1 = one request at a time (the sequential path). Default by measurement, "
+        "1 = one request at a time (the sequential path). Measured default: "
         "docs/bench/batching.json."))
     parallel_ctx: int = Field(2048, ge=64, description=(
         "llama-cpp: KV cells of each of the n_parallel sequences (capped at n_ctx): a request whose "
@@ -374,7 +373,7 @@ class RewriterConfig(_Section):
     """Question rewriting / decomposition (PreQRAG §2.2)."""
 
     name: str = Field("preqrag", description=(
-        "Rewriter (preqrag.components.names('rewriter')): 'preqrag' (2 rewrites / 2 sub-questions, §2.2), "
+        "A registered rewriter (preqrag.components.registry): 'preqrag' (2 rewrites / 2 sub-questions, §2.2), "
         "'none' (the original question only), 'dota' (typo fix + namespace routing, DoTA-RAG §2), "
         "'ginger' (n rewrites beside the original, GINGER §3)."))
     decompose: bool = Field(True, description=(
@@ -388,7 +387,7 @@ class RewriterConfig(_Section):
         "one more sub-query, ranked first (GINGER, Table 1: original + rewrites beats rewrites alone). "
         "Protects retrieval from a weak LLM's rewrites."))
     max_length_ratio: float = Field(3.0, gt=0, description=(
-        "An LLM rewrite longer than this many times the question (in words, minimum 30 words) "
+        "An LLM rewrite longer than this many times the question (in words, at least 30) "
         "is rejected and the original question used."))
     max_new_tokens: int = Field(256, ge=8, description=(
         "Reply budget in tokens per rewrite (a decomposition, and GINGER's rewrites, get this per item): "
@@ -401,7 +400,7 @@ class RerankConfig(_Section):
     """The rerank chain: steps applied in order to each sub-query's fused ranking."""
 
     chain: list[str] = Field(["cross-encoder"], description=(
-        "Rerank steps in order (preqrag.components.names('rerank')): 'cross-encoder' "
+        "Registered rerank steps in order (preqrag.components.registry): 'cross-encoder' "
         "(pointwise, [cross_encoder]), 'mmr' (CIR), 'bm25-prune' (DoTA-RAG), 'pairwise' (GINGER). Empty, or "
         "cross_encoder.name = 'none', skips the cross-encoder."))
 
@@ -437,20 +436,20 @@ class RunConfig(_Section):
 
     batch_size: int = Field(32, ge=1, description=(
         "Questions processed together per stage (batched BM25, query encoding, reranking, "
-        "LLM calls); each batch's answers are appended when it completes. 32 keeps the LLM's "
+        "LLM calls); each batch's answers are appended when it completes. 32 keeps the "
         "[llm] n_parallel slots full while the longest answers finish (docs/bench/batching.json)."))
     trace_depth: int = Field(20, ge=1, description=(
         "Candidates per stage kept in the trace (enough for hit@10; bounds trace size)."))
     overlap: bool | None = Field(None, description=(
         "Retrieve (classify, rewrite, BM25, dense, rerank) the next batch while the current "
-        "batch is generating. null = on for the 'openai' LLM backend (keeps the server busy), "
+        "one generates. null = on for the 'openai' LLM backend (keeps the server busy), "
         "off for in-process llama-cpp (on 2 cores the two would compete for the CPU)."))
     cache_dir: str | None = Field(None, description=(
         "Content-addressed caches of LLM calls, query embeddings and cross-encoder scores "
         "(SQLite files in this directory), so re-runs and ablations skip finished work. "
         "null = no caching (llm.cache_dir, if set, still caches LLM calls)."))
     use_given_candidates: bool = Field(False, description=(
-        "A question that carries its own pre-ranked passages (ragnarok request JSONL: 'candidates', "
+        "A question carrying its own pre-ranked passages (ragnarok request JSONL: 'candidates', "
         "[{docid, score, doc: {segment}}]) is answered from the top generator.context_top_k of them, in "
         "their order, with their docids, and retrieval (rewrite, BM25, dense, fusion, rerank chain, merge) "
         "is skipped (trace: candidates = 'given'). On in the 'cir' preset (CIR's task, TREC 2024 RAG AG, "
@@ -468,14 +467,14 @@ generation; an LLM classifier is replaced by the published rules), ``shallow-rer
 
 
 class DeadlineConfig(_Section):
-    """How ``preqrag run --deadline`` trades quality for time (see :mod:`preqrag.deadline`).
+    """How ``preqrag run --deadline`` trades quality for time (:mod:`preqrag.run.deadline`).
 
     Unused without ``--deadline``."""
 
     levels: list[str] = Field(list(DEADLINE_LEVELS), description=(
         "Degradation levels, least degraded first; level i applies the steps of levels 1..i. "
         "Must start with 'full' and end with 'extractive' (the level that needs no LLM, so every "
-        "question can be answered in time), in the order of " + ", ".join(DEADLINE_LEVELS) + "; "
+        "question can be answered in time), in the order " + ", ".join(DEADLINE_LEVELS) + "; "
         "steps may be left out."))
     rerank_depth: int = Field(10, ge=1, description=(
         "shallow-rerank: candidates reranked per sub-query (capped at cross_encoder.depth)."))
@@ -493,12 +492,12 @@ class DeadlineConfig(_Section):
         "Plan the remaining questions to take at most this share of the time left."))
     recover_margin: float = Field(0.75, gt=0, le=1, description=(
         "Hysteresis: go back to a less degraded level only when its estimated time for the rest "
-        "is at most this share of the planned time (so that levels do not flap batch by batch)."))
+        "is at most this share of the planned time (so levels do not flap batch by batch)."))
     reserve_s: float = Field(2.0, ge=0, description=(
         "Seconds kept free before the deadline for writing the run's files."))
     extractive_prior_s: float = Field(0.5, gt=0, description=(
         "Seconds per question assumed for the extractive level (retrieval and reranking) until a "
-        "batch has measured it; it decides how much time must stay free for answering the rest "
+        "batch measures it; it decides how much time must stay free for answering the rest "
         "without an LLM."))
 
     @field_validator("levels")
@@ -563,8 +562,8 @@ SYSTEMS: tuple[str, ...] = tuple(f"preqrag.systems.{name}" for name in (
 """The built-in systems, one package each under ``src/preqrag/systems/`` (PreQRAG, CIR,
 DoTA-RAG, GINGER; adding one is a folder and its name here): its ``settings``
 module registers its tables (:func:`register_table`) and presets
-(:func:`preqrag.presets.register_preset`), and importing the package registers its components
-(:func:`preqrag.components.register`). They are imported by name (they live in higher layers)
+(:func:`preqrag.core.presets.register_preset`), and importing the package registers its components
+(:func:`preqrag.components.registry.register`). They are imported by name (they live in higher layers)
 before the first configuration is validated. A system of your own is a module named in
 ``imports = [...]`` that does the same."""
 _imported: set[str] = set()
@@ -572,7 +571,7 @@ _imported: set[str] = set()
 
 def import_once(modules: tuple[str, ...]) -> None:
     """Import each module of ``modules`` by name, once per process: the built-in systems register
-    their tables and presets (:data:`SYSTEMS`) and components (:data:`preqrag.components.BUILTIN`) this
+    their tables and presets (:data:`SYSTEMS`) and components (:data:`preqrag.components.registry.BUILTIN`) this
     way, so that the lower layers that keep the registries never import them by statement."""
     for module in modules:
         if module not in _imported:
@@ -586,7 +585,7 @@ def _ensure_tables() -> None:
 
 def register_table(table: str, model: type[BaseModel]) -> None:
     """Add configuration table ``[table]``, validated by ``model`` (every field with a default),
-    so that a component outside this module (:func:`preqrag.components.register`) owns its
+    so that a component outside this module (:func:`preqrag.components.registry.register`) owns its
     settings: :class:`PipelineConfig` validates the table (unknown keys fail with the field's
     name), fills its defaults when the file has none, and ``preqrag config`` prints it.
 
@@ -605,7 +604,7 @@ class PipelineConfig(_Section):
     """The whole configuration; one table per stage, plus the tables registered by components
     (:func:`register_table`; unknown tables are errors as unknown keys are).
 
-    ``pipeline`` names a preset (:data:`preqrag.presets.PRESETS`) whose settings are the
+    ``pipeline`` names a preset (:data:`preqrag.core.presets.PRESETS`) whose settings are the
     base; every table in the file overrides it. ``imports`` names modules to import before
     the file is validated (a user's system registering its components and tables).
     """
@@ -613,7 +612,7 @@ class PipelineConfig(_Section):
     model_config = ConfigDict(extra="allow")
 
     pipeline: str = Field("hybrid", description=(
-        "Preset loaded first (see preqrag.presets); anything else in the file overrides it. Default 'hybrid' "
+        "Preset loaded first (preqrag.core.presets); anything else in the file overrides it. Default 'hybrid' "
         "(BM25 + dense on the raw question, union, cross-encoder; no LLM call before the answer): with "
         "Qwen2.5-Coder-1.5B, PreQRAG's rewriting gains within noise over the MiniLM index for 3-12 s per "
         "question on 2 cores (docs/presets.md, 'The default'). The table defaults below are PreQRAG's."))
@@ -634,7 +633,7 @@ class PipelineConfig(_Section):
     deadline: DeadlineConfig = DeadlineConfig()
     imports: list[str] = Field([], description=(
         "Python modules imported before this file is validated: a system of your own registers its "
-        "components and settings tables there (preqrag.components.register), e.g. [\"my_system\"]."))
+        "components and settings tables there (preqrag.components.registry.register), e.g. [\"my_system\"]."))
 
     @model_validator(mode="before")
     @classmethod

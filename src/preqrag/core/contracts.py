@@ -1,7 +1,7 @@
 """One small protocol per pipeline stage.
 
 Implementations are interchangeable and chosen by name in the configuration
-(:mod:`preqrag.config`; :meth:`preqrag.pipeline.Pipeline.from_config` builds them).
+(:mod:`preqrag.core.config`; :meth:`preqrag.run.pipeline.Pipeline.from_config` builds them).
 Each follows the Haystack 2.x convention: ``__init__`` stores configuration only (cheap,
 no model loading); the work (and lazy model loading) happens in the methods below.
 All batch methods take and return lists of equal length, in input order.
@@ -51,7 +51,7 @@ class StageError(RuntimeError):
 
 
 OutputSchema = Union[dict, list[str], tuple[str, ...]]
-"""The declared shape of an LLM reply (:mod:`preqrag.llm.structured`):
+"""The declared shape of an LLM reply (:mod:`preqrag.models.llm.structured`):
 
 * a JSON Schema (``dict``): the reply is JSON text that satisfies it (``json.loads`` it);
 * a choice (``list``/``tuple`` of strings): the reply is exactly one of the strings.
@@ -82,12 +82,12 @@ class LLM(Protocol):
     @property
     def context_window(self) -> int:
         """Tokens the model's context holds, prompt plus reply (``[llm] n_ctx``); generators fit
-        their prompts to it (:func:`preqrag.generation.fit_prompt`)."""
+        their prompts to it (:func:`preqrag.components.generation.fit_prompt`)."""
         ...
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` in the model's tokenizer; a backend without a local tokenizer
-        (an OpenAI-compatible server) returns the conservative :func:`preqrag.text.approx_tokens`."""
+        (an OpenAI-compatible server) returns the conservative :func:`preqrag.core.text.approx_tokens`."""
         ...
 
     def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0,
@@ -188,7 +188,7 @@ class Retriever(Protocol):
     * ``k``: the depth of each ranking (top-k);
     * ``filters``: ``None`` (nothing filtered) or ``n`` :data:`Filters`, one per query.
 
-    Returns ``n`` :class:`~preqrag.records.Ranking` (best first; fewer than ``k`` ids when
+    Returns ``n`` :class:`~preqrag.core.records.Ranking` (best first; fewer than ``k`` ids when
     fewer passages match). Raises :class:`FilterUnsupported` when a non-empty filter names a
     field the backend's index does not hold.
     """
@@ -320,13 +320,13 @@ HYBRID_SEARCH = "hybrid-search"
 
 @runtime_checkable
 class Index(Protocol):
-    """An opened index backend (:func:`preqrag.backends.open_index`): the embedded bm25s + FAISS
+    """An opened index backend (:func:`preqrag.index.backends.open_index`): the embedded bm25s + FAISS
     index, or a Milvus collection.
 
     Attributes:
         sparse: the BM25 :class:`Retriever`; ``dense``: the dense one (``None`` for a
             BM25-only index); ``encoder``: the embedder the index was built with (or None).
-        passages: passage id → :class:`~preqrag.records.Passage` (``passages[id]``).
+        passages: passage id → :class:`~preqrag.core.records.Passage` (``passages[id]``).
         manifest: how it was built (corpus hash, chunking, models, sizes).
         capabilities: what the backend can do beyond the protocol (:data:`ROWS`,
             :data:`FILTERS`, :data:`HYBRID_SEARCH`); a component that needs one checks it when

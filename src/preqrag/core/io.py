@@ -506,7 +506,7 @@ def read_jsonl_tolerant(path: str | Path, repair: bool = False) -> list[dict]:
 
 def sidecar(output: str | Path, kind: str) -> Path:
     """``answers.jsonl`` → ``answers.<kind>.jsonl``: the files a run writes beside its answers
-    (``traces``, ``failed``; see :mod:`preqrag.runner`)."""
+    (``traces``, ``failed``; see :mod:`preqrag.run.runner`)."""
     output = Path(output)
     stem = output.name[:-len(".jsonl")] if output.name.endswith(".jsonl") else output.name
     return output.with_name(f"{stem}.{kind}.jsonl")

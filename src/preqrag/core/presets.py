@@ -1,11 +1,11 @@
 """Pipeline presets: the settings of each published system, selected with ``pipeline = NAME``.
 
-A preset is a partial configuration (tables of :class:`preqrag.config.PipelineConfig`);
-:func:`preqrag.config.load_config` starts from it and applies the file on top, so any
+A preset is a partial configuration (tables of :class:`preqrag.core.config.PipelineConfig`);
+:func:`preqrag.core.config.load_config` starts from it and applies the file on top, so any
 setting of a preset can be overridden. ``preqrag config --pipeline NAME`` prints one.
 
 Each system registers its presets next to its settings with :func:`register_preset` (the
-built-in ones in ``preqrag.<system>.settings``, :data:`preqrag.config.SYSTEMS`); a system of
+built-in ones in ``preqrag.<system>.settings``, :data:`preqrag.core.config.SYSTEMS`); a system of
 your own does the same in a module named by ``imports = [...]`` in the TOML. The built-in
 presets:
 

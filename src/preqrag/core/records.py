@@ -279,7 +279,7 @@ class Trace(BaseModel):
     removed_citations: int = 0
     degradation_level: int = Field(0, ge=0, description=(
         "Index in [deadline] levels of what answered this question (0: the full pipeline; see "
-        "preqrag.deadline); a question whose LLM call ran out of time records the extractive level."))
+        "preqrag.run.deadline); a question whose LLM call ran out of time records the extractive level."))
     learned_models: list[dict[str, str]] = Field(default_factory=list, exclude_if=lambda v: not v, description=(
         "Trained models this answer used ({'kind': 'ranker' | 'encoder', 'path', 'sha256'}; see "
         "preqrag.learned.guard): evaluation refuses questions they were trained on. Left out of the JSON "

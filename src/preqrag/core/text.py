@@ -63,7 +63,7 @@ def split_sentences(text: str, method: str = "rules") -> list[str]:
       Used by GINGER, the extractive answerer and the degenerate-answer check.
     * ``"pysbd"``: rule-based sentence boundary detection of ``pysbd`` (Sadvilkar & Neumann,
       NLP-OSS 2020), which keeps abbreviations ("e.g.", "U.S.") and decimals inside their
-      sentence. Used to attribute citations to answer sentences (:mod:`preqrag.citations`).
+      sentence. Used to attribute citations to answer sentences (:mod:`preqrag.components.citations`).
 
     Raises:
         ValueError: an unknown ``method``.

@@ -1,7 +1,7 @@
 """Index backends behind one entry point: ``[index] backend`` chooses the embedded index
-(bm25s + FAISS files, :class:`preqrag.index.Index`) or a Milvus collection
-(:class:`preqrag.milvus.MilvusIndex`, same interface). Both hold ``passages``, ``text(id)``,
-``sparse`` and ``dense`` retrievers (:class:`preqrag.stages.Retriever`), ``encoder`` and
+(bm25s + FAISS files, :class:`preqrag.index.embedded.Index`) or a Milvus collection
+(:class:`preqrag.index.milvus.MilvusIndex`, same interface). Both hold ``passages``, ``text(id)``,
+``sparse`` and ``dense`` retrievers (:class:`preqrag.core.contracts.Retriever`), ``encoder`` and
 ``manifest``; only the embedded index walks passages row by row (``passage_ids``; needed by
 DoTA-RAG's topic facets and BM25 pruning) and filters by facets."""
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import PipelineConfig
-from .index import Index, IndexOpenError
+from ..core.config import PipelineConfig
+from .embedded import Index, IndexOpenError
 
 
 def open_index(index_dir: str | Path | None, cfg: PipelineConfig):

@@ -5,7 +5,7 @@ Layout of an index directory::
     manifest.json      corpus hash, chunking/BM25/embedder settings, counts, phase timings
     passages.parquet   id, doc_id, position, text (row i = passage i)
     passages.arrow     the same table, uncompressed Arrow IPC, memory-mapped at open
-    passages.lookup.npy  sorted (id hash, row) pairs: passage id -> row (preqrag.passages)
+    passages.lookup.npy  sorted (id hash, row) pairs: passage id -> row (preqrag.index.passages)
     bm25/              bm25s index
     dense.faiss        FAISS inner-product index of unit-norm passage embeddings ([index] dense_index:
                        flat by default, or HNSW / IVF-SQ8 / IVF-PQ; the type is in the manifest)
@@ -30,16 +30,16 @@ from pathlib import Path
 import numpy as np
 
 from .chunking import Chunker
-from .config import PipelineConfig
-from .encoders import load_encoder
-from .io import atomic_write_text, corpus_files, iter_corpus
-from .model_install import sha256_file
+from ..core.config import PipelineConfig
+from ..models.encoders import load_encoder
+from ..core.io import atomic_write_text, corpus_files, iter_corpus
+from ..models.install import sha256_file
 from .passages import PassageStore, write_store
-from .records import Passage
-from .retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts
-from .retrieval.dense import DenseRetriever, build_faiss
-from .retrieval.facets import Facets
-from .stages import Encoder, FILTERS, ROWS
+from ..core.records import Passage
+from ..retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts
+from ..retrieval.dense import DenseRetriever, build_faiss
+from ..retrieval.facets import Facets
+from ..core.contracts import Encoder, FILTERS, ROWS
 
 MANIFEST_VERSION = 1
 SHARD = 2048  # passages per checkpointed embedding shard
@@ -51,10 +51,10 @@ class IndexOpenError(ValueError):
 
 def file_sha256(path: str | Path) -> str:
     """SHA-256 of a file's bytes; of a corpus directory, SHA-256 over its corpus files'
-    (relative path, SHA-256) lines in :func:`preqrag.io.corpus_files` order."""
+    (relative path, SHA-256) lines in :func:`preqrag.core.io.corpus_files` order."""
     path = Path(path)
     if path.is_dir():
-        from .io import corpus_files
+        from ..core.io import corpus_files
 
         lines = "".join(f"{f.relative_to(path).as_posix()}\t{file_sha256(f)}\n" for f in corpus_files(path))
         return hashlib.sha256(lines.encode("utf-8")).hexdigest()
@@ -94,7 +94,7 @@ def model_sha256(location: str | Path) -> str | None:
 
 
 def _embedder_sha256(cfg: PipelineConfig) -> str | None:
-    from .registry import resolve
+    from ..models.files import resolve
 
     try:
         return model_sha256(resolve(cfg.embedder.name).location)
@@ -153,7 +153,7 @@ def publish_partial(partial: Path, out: Path) -> None:
 PASSAGE_ROW_GROUP = 8192
 """Passages per Parquet row group written while chunking."""
 CHUNK_BATCH = 256
-"""Documents chunked per :meth:`~preqrag.chunking.Chunker.split_many` call (one batched tokenizer call)."""
+"""Documents chunked per :meth:`~preqrag.index.chunking.Chunker.split_many` call (one batched tokenizer call)."""
 
 
 def write_passages(corpus: str | Path, path: str | Path, chunker: Chunker, shard: int = 0, n_shards: int = 1,
@@ -163,10 +163,10 @@ def write_passages(corpus: str | Path, path: str | Path, chunker: Chunker, shard
     :data:`PASSAGE_ROW_GROUP` passages in memory at a time).
 
     Args:
-        corpus: corpus file (:func:`preqrag.io.iter_corpus`).
+        corpus: corpus file (:func:`preqrag.core.io.iter_corpus`).
         path: output Parquet (columns ``id``, ``doc_id``, ``position``, ``text``; with
             ``ordinals`` also ``doc_ordinal``, the document's 0-based position in the corpus,
-            which :func:`preqrag.shards.merge_shards` orders by: every shard has it, one of one too).
+            which :func:`preqrag.index.shards.merge_shards` orders by: every shard has it, one of one too).
         chunker: the passage splitter.
         shard, n_shards: keep only documents ``o`` with ``o % n_shards == shard``.
         progress: optional callback ``(phase, done, total)``.
@@ -227,7 +227,7 @@ def encode_passages(parquet: str | Path, out_dir: str | Path, encoder: Encoder, 
     """Encode the passages of a Parquet file into ``emb_00000.npy``, ... of :data:`SHARD` rows
     each in ``out_dir``, reading :data:`SHARD` texts at a time; files that exist are kept (an
     interrupted build resumes). Returns the files in passage order."""
-    from .io import open_parquet
+    from ..core.io import open_parquet
 
     pf = open_parquet(parquet)
     total = pf.metadata.num_rows
@@ -260,7 +260,7 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
     """Index a corpus file.
 
     Args:
-        corpus: JSONL / JSONL.gz / Parquet corpus (see :func:`preqrag.io.iter_corpus`).
+        corpus: JSONL / JSONL.gz / Parquet corpus (see :func:`preqrag.core.io.iter_corpus`).
         index_dir: target directory; must not exist unless ``overwrite``.
         cfg: configuration (chunking, bm25, embedder sections are used).
         overwrite: replace an existing index (only after the new one is complete).
@@ -298,7 +298,7 @@ def build_index(corpus: str | Path, index_dir: str | Path, cfg: PipelineConfig, 
     n_docs, _, n_passages = write_passages(corpus, partial / "passages.parquet", chunker, progress=progress)
     if not n_passages:
         raise ValueError(f"{corpus}: no passages (empty corpus?)")
-    write_store(partial / "passages.parquet", partial)  # memory-mapped passage store (preqrag.passages)
+    write_store(partial / "passages.parquet", partial)  # memory-mapped passage store (preqrag.index.passages)
     seconds["chunking"] = time.perf_counter() - t
 
     # 2. sparse index, streamed from the passages file (preqrag.retrieval.bm25.build_bm25)
@@ -427,7 +427,7 @@ class Index:
     """An opened index: passages and the retrievers over them.
 
     Use :meth:`open`; ``dense`` is ``None`` for a BM25-only index. Implements the
-    :class:`preqrag.stages.Index` protocol with capabilities ``rows`` and ``filters``.
+    :class:`preqrag.core.contracts.Index` protocol with capabilities ``rows`` and ``filters``.
     """
 
     capabilities = frozenset({ROWS, FILTERS})
@@ -451,7 +451,7 @@ class Index:
     def open(cls, index_dir: str | Path | None, cfg: PipelineConfig) -> "Index":
         """Open ``index_dir`` for the configuration ``cfg``.
 
-        The embedded backend only; :func:`preqrag.backends.open_index` opens either backend.
+        The embedded backend only; :func:`preqrag.index.backends.open_index` opens either backend.
 
         Raises:
             IndexOpenError: not an index, or built with another embedder (name, or the model files'
@@ -460,7 +460,7 @@ class Index:
                 ``cfg`` names (retrieval would silently compare incompatible vectors).
         """
         if cfg.index.backend == "milvus":
-            raise IndexOpenError('[index] backend = "milvus": open it with preqrag.backends.open_index')
+            raise IndexOpenError('[index] backend = "milvus": open it with preqrag.index.backends.open_index')
         if index_dir is None:
             raise IndexOpenError('--index is required (the index directory), unless [index] backend = "milvus"')
         index_dir = Path(index_dir)

@@ -1,6 +1,6 @@
 """A Milvus index backend: passages, a BM25 full-text function and dense vectors in one collection.
 
-The embedded index (bm25s + FAISS files in a directory, :class:`preqrag.index.Index`) serves one
+The embedded index (bm25s + FAISS files in a directory, :class:`preqrag.index.embedded.Index`) serves one
 machine. This backend serves the same retrieval from a Milvus deployment — a cluster, a
 standalone server, or **Milvus Lite** (``pip install "preqrag[milvus]"``; a local ``.db`` file,
 started by pymilvus itself: the same client API a cluster serves). It is selected in the TOML::
@@ -55,8 +55,8 @@ from typing import Any
 
 import numpy as np
 
-from .records import Passage, Ranking
-from .stages import HYBRID_SEARCH, FilterUnsupported, Filters
+from ..core.records import Passage, Ranking
+from ..core.contracts import HYBRID_SEARCH, FilterUnsupported, Filters
 
 INSTALL_HINT = 'the milvus backend needs pymilvus (and milvus-lite for a local file): pip install "preqrag[milvus]"'
 MAX_VARCHAR = 65535
@@ -187,7 +187,7 @@ def load_collection(index_dir: str | Path, cfg, *, batch_rows: int = 1000, overw
         MilvusError: a BM25-only or IVF index, a passage longer than Milvus's VARCHAR limit, or an
             existing collection loaded from another index (use ``overwrite``).
     """
-    from .index import Index
+    from .embedded import Index
 
     t0 = time.perf_counter()
     index_dir = Path(index_dir)
@@ -268,7 +268,7 @@ FIELDS = ["passage_id", "doc_id", "position", "text"]
 
 class MilvusPassages(Mapping):
     """Passages of a Milvus collection by passage id: a read-only mapping like
-    :class:`~preqrag.passages.PassageStore`.
+    :class:`~preqrag.index.passages.PassageStore`.
 
     Passages returned by the retrievers are kept in a bounded LRU (``cache_size`` passages), so the
     cross-encoder and the context builder read them without a round trip; others are fetched with
@@ -412,12 +412,12 @@ class MilvusDenseRetriever:
 
 
 class MilvusIndex:
-    """An opened Milvus collection with the interface of :class:`~preqrag.index.Index`
+    """An opened Milvus collection with the interface of :class:`~preqrag.index.embedded.Index`
     (``passages``, ``text``, ``sparse``, ``dense``, ``encoder``, ``manifest``, ``path``), plus
     :meth:`hybrid_search` (BM25 + dense fused by Milvus's ``RRFRanker`` in one request).
 
     ``passage_ids`` is ``None``: a collection is not walked passage by passage (capabilities:
-    ``hybrid-search`` only; :class:`preqrag.stages.Index`).
+    ``hybrid-search`` only; :class:`preqrag.core.contracts.Index`).
     """
 
     capabilities = frozenset({HYBRID_SEARCH})
@@ -476,8 +476,8 @@ class MilvusIndex:
             MilvusError: no such collection, not a preqrag collection, or another embedder;
                 ``[bm25] prf`` set (RM3 reads bm25s's score matrix, which Milvus does not expose).
         """
-        from .encoders import load_encoder
-        from .index import IndexOpenError
+        from ..models.encoders import load_encoder
+        from .embedded import IndexOpenError
 
         if cfg.bm25.prf != "none":
             raise MilvusError(f'[bm25] prf = "{cfg.bm25.prf}" runs on the embedded bm25s index; the milvus backend '
@@ -504,7 +504,7 @@ def _check_manifest(client, name: str, cfg) -> dict:
         MilvusError: no such collection, or not a preqrag collection.
         IndexOpenError: built with another embedder, or another version of it.
     """
-    from .index import IndexOpenError, _embedder_sha256
+    from .embedded import IndexOpenError, _embedder_sha256
 
     if not client.has_collection(name):
         raise MilvusError(f"Milvus at {cfg.index.uri} has no collection {name!r}; load one with "

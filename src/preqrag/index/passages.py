@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .io import id_hash, open_parquet
-from .records import Passage
+from ..core.io import id_hash, open_parquet
+from ..core.records import Passage
 
 ARROW = "passages.arrow"
 LOOKUP = "passages.lookup.npy"
@@ -86,7 +86,7 @@ class _Column(Sequence):
 
 
 class PassageStore(Mapping):
-    """Passages of an index by id (``store[pid]`` → :class:`~preqrag.records.Passage`), memory-mapped.
+    """Passages of an index by id (``store[pid]`` → :class:`~preqrag.core.records.Passage`), memory-mapped.
 
     Args:
         index_dir: the index directory (``passages.arrow`` + ``passages.lookup.npy``, or an

@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import PipelineConfig
-from .index import publish_partial, record_files, start_partial
-from .io import atomic_write_text
+from ..core.config import PipelineConfig
+from .embedded import publish_partial, record_files, start_partial
+from ..core.io import atomic_write_text
 
 SHARD_MANIFEST = "shard.json"
 ROW_GROUP = 8192
@@ -61,7 +61,7 @@ def build_shard(corpus: str | Path, out_dir: str | Path, cfg: PipelineConfig, sh
     """Chunk and encode shard ``shard`` of ``n_shards`` of a corpus (documents ``o % N == shard``).
 
     Args:
-        corpus: the whole corpus file (every shard reads it; see :func:`preqrag.io.iter_corpus`).
+        corpus: the whole corpus file (every shard reads it; see :func:`preqrag.core.io.iter_corpus`).
         out_dir: the shard directory to create.
         cfg: configuration (chunking, bm25, embedder tables; the same for every shard).
         shard, n_shards: which slice, ``0 <= shard < n_shards``.
@@ -76,8 +76,8 @@ def build_shard(corpus: str | Path, out_dir: str | Path, cfg: PipelineConfig, sh
         ValueError: bad shard numbers, or a bad corpus line (names file, line and field).
     """
     from .chunking import Chunker
-    from .encoders import load_encoder
-    from .index import _settings, encode_passages, file_sha256, write_passages
+    from ..models.encoders import load_encoder
+    from .embedded import _settings, encode_passages, file_sha256, write_passages
 
     if not 0 <= shard < n_shards:
         raise ValueError(f"shard {shard} of {n_shards}: expected 0 <= shard < n_shards")
@@ -160,7 +160,7 @@ def _load_shards(shard_dirs: Sequence[str | Path]) -> list[tuple[Path, dict]]:
 def _shard_rows(d: Path, m: dict, columns: list[str]) -> Iterator[tuple[int, dict, np.ndarray | None]]:
     """Yield ``(doc_ordinal, row, vector)`` of every passage of a shard, in order (vectors
     memory-mapped from its files)."""
-    from .io import open_parquet
+    from ..core.io import open_parquet
 
     files = [np.load(d / f, mmap_mode="r") for f in m["vector_files"]]
     fi, fr = 0, 0
@@ -183,7 +183,7 @@ def _interleave(shards: list, partial: Path, total: int,
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from .index import SHARD, _save_shard
+    from .embedded import SHARD, _save_shard
 
     n_shards = len(shards)
     first = shards[0][1]
@@ -241,16 +241,16 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
         progress: optional callback ``(phase, done, total)``.
 
     Returns:
-        The index manifest (as :func:`preqrag.index.build_index` writes it, plus ``shards``).
+        The index manifest (as :func:`preqrag.index.embedded.build_index` writes it, plus ``shards``).
 
     Raises:
         FileExistsError: ``index_dir`` exists and not ``overwrite``.
         ValueError: the shards do not form one complete set (see :func:`_load_shards`), or
             ``cfg`` names other settings than the shards were built with.
     """
-    from .index import MANIFEST_VERSION
-    from .retrieval.bm25 import build_bm25, parquet_texts
-    from .retrieval.dense import build_faiss
+    from .embedded import MANIFEST_VERSION
+    from ..retrieval.bm25 import build_bm25, parquet_texts
+    from ..retrieval.dense import build_faiss
 
     index_dir = Path(index_dir)
     if index_dir.exists() and not overwrite:
@@ -297,7 +297,7 @@ def merge_shards(shard_dirs: Sequence[str | Path], index_dir: str | Path, cfg: P
                 "shard_seconds": [m["seconds"] for _, m in shards],
                 "seconds": {k: round(v, 3) for k, v in seconds.items()},
                 "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
-    manifest["files"] = record_files(partial)  # checked when the index is opened (preqrag.index.check_index_files)
+    manifest["files"] = record_files(partial)  # checked when the index is opened (preqrag.index.embedded.check_index_files)
     atomic_write_text(partial / "manifest.json", json.dumps(manifest, indent=2))
     publish_partial(partial, index_dir)
     manifest["size_bytes"] = sum(f.stat().st_size for f in index_dir.rglob("*") if f.is_file())

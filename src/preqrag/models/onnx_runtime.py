@@ -26,7 +26,7 @@ def load_session_and_tokenizer(model_dir: str | Path, max_length: int, *, model:
         tokenizer_file: ``tokenizer.json`` to use instead of ``model_dir/tokenizer.json``.
         intra_op_threads: onnxruntime's intra-op threads; default :func:`cpu_threads` (a Ray
             actor's share, not the machine's cores). 1 for a session that several Python threads
-            run at once (one text each: :class:`preqrag.encoders.onnx.OnnxEncoder` ``per_text``).
+            run at once (one text each: :class:`preqrag.models.encoders.onnx.OnnxEncoder` ``per_text``).
 
     Raises:
         ImportError: onnxruntime/tokenizers missing, with the pip command.

@@ -2,7 +2,7 @@
 
 A misspelt or uninstalled model used to surface only when its stage first ran, failing
 every question of a run one by one. :func:`check_models` resolves each configured model
-(:mod:`preqrag.registry`) and, for hub names, looks in the local Hugging Face cache and
+(:mod:`preqrag.models.files`) and, for hub names, looks in the local Hugging Face cache and
 then asks the hub whether the model exists; :func:`require_models` raises one
 :class:`ModelUnavailable` naming every problem (configuration field, model, remedy).
 ``preqrag run``/``ask``/``demo`` call it and exit with status 2.
@@ -14,8 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import PipelineConfig
-from .registry import BUNDLED, resolve
+from ..core.config import PipelineConfig
+from .files import BUNDLED, resolve
 
 HUB_TIMEOUT_S = 10.0
 """Seconds to wait for the hub's answer about one model (offline machines fail at once)."""

@@ -4,12 +4,12 @@ On LiveRAG's live day each team had 2 hours for 500 unseen questions (14.4 s eac
 rate-limited LLM API. A run with a deadline answers every question of the file before it
 (unless the input line itself is bad) by trading answer quality for time, batch by batch:
 
-* **Levels** (``[deadline] levels``, :data:`preqrag.config.DEADLINE_LEVELS`), cumulative:
+* **Levels** (``[deadline] levels``, :data:`preqrag.core.config.DEADLINE_LEVELS`), cumulative:
   0 ``full`` (the configured pipeline) → ``no-rewrite`` (the raw question, no LLM before
   generation) → ``shallow-rerank`` (``[deadline] rerank_depth``) → ``short-context``
   (``[deadline] context_top_k`` passages, ``max_new_tokens``) → ``extractive`` (no LLM call:
   the top passage's sentences that share the most content words with the question). Each
-  level is a :meth:`preqrag.pipeline.Pipeline.derive` of the configured pipeline: the loaded
+  level is a :meth:`preqrag.run.pipeline.Pipeline.derive` of the configured pipeline: the loaded
   models are shared, nothing is loaded twice.
 * **Plan** (:class:`DeadlineController`): before each batch, the least degraded level whose
   estimated time for *all* remaining questions fits ``safety`` × the time left. The estimate
@@ -49,11 +49,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from .config import DEADLINE_LEVELS, DeadlineConfig, PipelineConfig
-from .answering import ExtractiveGenerator
-from .io import atomic_write_text, stats_path
+from ..core.config import DEADLINE_LEVELS, DeadlineConfig, PipelineConfig
+from ..components.answering import ExtractiveGenerator
+from ..core.io import atomic_write_text, stats_path
 from .pipeline import Outcome, Pipeline
-from .records import Question
+from ..core.records import Question
 
 # ------------------------------------------------------------------------------ the deadline itself
 
@@ -131,7 +131,7 @@ def resolve_deadline(output: str | Path, spec: str | None, now: datetime | None 
       recorded;
     * ``spec`` ``none``/``off``: no deadline, the record is removed.
 
-    The record is written atomically (:func:`preqrag.io.atomic_write_text`).
+    The record is written atomically (:func:`preqrag.core.io.atomic_write_text`).
 
     Raises:
         ValueError: a ``spec`` that :func:`parse_deadline` rejects, or an unreadable record
@@ -170,7 +170,7 @@ def resolve_deadline(output: str | Path, spec: str | None, now: datetime | None 
 def level_overrides(cfg: PipelineConfig, level: int) -> dict:
     """The settings of degradation ``level`` (an index in ``cfg.deadline.levels``) over ``cfg``:
     every step of levels 1..``level`` applied (``extractive``: the registered ``extractive``
-    generator, :class:`preqrag.answering.ExtractiveGenerator`, over the top passage)."""
+    generator, :class:`preqrag.components.answering.ExtractiveGenerator`, over the top passage)."""
     d = cfg.deadline
     steps = set(d.levels[1:level + 1])
     out: dict[str, dict] = {}
@@ -381,7 +381,7 @@ class DeadlineRunner:
     def answered_batches(self, batches: list[list[Question]]) -> Iterator[tuple[int, list[Outcome]]]:
         """Yield ``(questions done so far, outcomes)`` per batch, in order, each batch at the
         level chosen for it (:meth:`answer`; no overlap of batches: the level of a batch depends
-        on the pace of the one before). The executor of :func:`preqrag.runner.run_questions`."""
+        on the pace of the one before). The executor of :func:`preqrag.run.runner.run_questions`."""
         left = sum(len(b) for b in batches)
         done = 0
         for b in batches:

@@ -1,6 +1,6 @@
 """Index builds on a Ray cluster (issue 24): ``preqrag index --corpus C --index IDX --ray [--ray-address A]``.
 
-The sharded build of :mod:`preqrag.shards` (documents ``o % N == i`` chunked and encoded by
+The sharded build of :mod:`preqrag.index.shards` (documents ``o % N == i`` chunked and encoded by
 shard ``i``, then one merge that builds BM25 over every passage, so the result equals a
 one-shot build) with Ray (https://docs.ray.io) doing the placement, the retries and the
 progress instead of the user's scheduler:
@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from .config import PipelineConfig
+from ..core.config import PipelineConfig
 
 RAY_HINT = 'Ray is needed for --ray: pip install "preqrag[ray]"'
 
@@ -70,9 +70,9 @@ def connected(address: str | None = None, **init_kwargs) -> Iterator[object]:
 
 def _build_shard_task(corpus: str, shard_dir: str, cfg: PipelineConfig, shard: int, n_shards: int) -> dict:
     """One shard, run by a Ray worker: the finished shard's manifest if it exists (a retry after
-    the shard was published, or a resumed run), else :func:`preqrag.shards.build_shard`,
+    the shard was published, or a resumed run), else :func:`preqrag.index.shards.build_shard`,
     which resumes from ``<shard>.partial`` when a killed attempt left one."""
-    from .shards import SHARD_MANIFEST, build_shard
+    from ..index.shards import SHARD_MANIFEST, build_shard
 
     done = Path(shard_dir) / SHARD_MANIFEST
     if done.exists():
@@ -118,8 +118,8 @@ def build_index_ray(corpus: str | Path, index_dir: str | Path, cfg: PipelineConf
         ray.exceptions.RayTaskError: a shard failed for a reason retries cannot mend (its
             error names the shard); the finished shards stay for a re-run.
     """
-    from .index import corpus_files
-    from .shards import merge_shards
+    from ..index.embedded import corpus_files
+    from ..index.shards import merge_shards
 
     corpus, index_dir = Path(corpus).resolve(), Path(index_dir).resolve()
     if index_dir.exists() and not overwrite:
@@ -164,7 +164,7 @@ def actor_cpus(ray, workers: int) -> float:
     """CPUs for each of ``workers`` actors when none are given: an equal share of the cluster's
     CPUs (rounded down, at least 1), capped by the largest live node's CPUs so that an actor can
     be placed. On one 2-core machine: 1 actor → 2 CPUs, 2 actors → 1 each. Each actor's models
-    then use that many threads (:func:`preqrag.threads.cpu_threads`)."""
+    then use that many threads (:func:`preqrag.models.threads.cpu_threads`)."""
     total = ray.cluster_resources().get("CPU", 1.0)
     largest = max((n["Resources"].get("CPU", 0.0) for n in ray.nodes() if n.get("Alive")), default=total)
     return float(max(1, min(int(largest), int(total // workers))))
@@ -188,20 +188,20 @@ class _PipelineActor:
         return os.getpid()
 
     def threads(self) -> int:
-        """Threads this actor's models use (:func:`preqrag.threads.cpu_threads`: Ray exports
+        """Threads this actor's models use (:func:`preqrag.models.threads.cpu_threads`: Ray exports
         ``OMP_NUM_THREADS`` = the actor's CPUs, rounded down, at least 1)."""
-        from .threads import cpu_threads
+        from ..models.threads import cpu_threads
 
         return cpu_threads()
 
     def answer(self, batch: list, remaining: int) -> tuple[list, dict]:
         """``(outcomes, info)`` for one batch; with a deadline, at the level this actor's own
-        :class:`preqrag.deadline.DeadlineRunner` chooses for ``remaining`` questions (its share
+        :class:`preqrag.run.deadline.DeadlineRunner` chooses for ``remaining`` questions (its share
         of what is left). ``info``: model seconds and calls of this batch, the deadline plan,
         extractive fallbacks, the actor's pid."""
         import os
 
-        from .timing import model_calls, model_seconds, model_usage_since
+        from ..core.timing import model_calls, model_seconds, model_usage_since
 
         ms0, mc0 = model_seconds(), model_calls()
         plan, fallbacks = None, 0
@@ -222,7 +222,7 @@ class _PipelineActor:
 
 class RayExecutor:
     """``preqrag run --ray --workers N``: N Ray actors, each owning one pipeline; the driver
-    (:func:`preqrag.runner.run_questions`) hands out batches and alone writes answers, traces
+    (:func:`preqrag.run.runner.run_questions`) hands out batches and alone writes answers, traces
     and failures, so the run keeps its guarantees:
 
     * each id is answered exactly once: a batch's outcomes are written once, from the one
@@ -233,7 +233,7 @@ class RayExecutor:
       command resumes);
     * the run resumes after a crash of the driver (answered ids are skipped, as in a local run);
     * ``--deadline``: every actor plans with the same absolute deadline, each for its share of
-      the remaining questions (``ceil(left / live actors)``; :mod:`preqrag.deadline`).
+      the remaining questions (``ceil(left / live actors)``; :mod:`preqrag.run.deadline`).
 
     Use as a context manager: ``__enter__`` connects Ray (:func:`connected`) and starts the
     actors, waiting until every one has loaded its models, so that a configuration that cannot
@@ -247,14 +247,14 @@ class RayExecutor:
         cpus_per_worker: CPUs each actor asks for (default 1); None: :func:`actor_cpus`, an equal
             share of the cluster (what ``preqrag run --ray`` uses unless ``--cpus-per-worker``).
             Ray exports ``OMP_NUM_THREADS`` = ⌊CPUs⌋ to each actor and its models size their thread
-            pools by it (:func:`preqrag.threads.cpu_threads`), so actors on one node do not
+            pools by it (:func:`preqrag.models.threads.cpu_threads`), so actors on one node do not
             oversubscribe its cores. ``gpus_per_worker`` likewise.
         deadline_ts: the run's deadline (epoch seconds), or None.
 
     Attributes:
         model_seconds, model_calls: summed over the actors' batches (for ``answers.run.json``).
         fallbacks, batches: with a deadline, the actors' extractive fallbacks and per-batch plans
-            (each plan with the ``actor`` pid), as :class:`preqrag.deadline.DeadlineRunner` has them.
+            (each plan with the ``actor`` pid), as :class:`preqrag.run.deadline.DeadlineRunner` has them.
         lost_batches: batches given back to the queue because their actor died.
     """
 

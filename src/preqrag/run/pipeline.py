@@ -1,15 +1,15 @@
 """The pipeline: a fixed sequence of slots, each filled by components chosen by name.
 
 Slots, in order (PreQRAG §2; other presets fill them differently, see
-:mod:`preqrag.presets`):
+:mod:`preqrag.core.presets`):
 
 1. **plan**: classify (single/multi, §2.1) and rewrite/decompose (§2.2) into a
-   :class:`~preqrag.records.QueryPlan` of sub-queries;
+   :class:`~preqrag.core.records.QueryPlan` of sub-queries;
 2. **retrieve**: every retriever (BM25, dense) on every query of every sub-query
    (``sparse``/``dense`` texts, plus ``extra`` queries), one batched call per retriever;
 3. **fuse**: each sub-query's lists into one ranking (union or RRF);
 4. **rerank chain**: the steps of ``[rerank] chain`` in order
-   (:class:`~preqrag.stages.RerankStep`, e.g. the cross-encoder);
+   (:class:`~preqrag.core.contracts.RerankStep`, e.g. the cross-encoder);
 5. **merge** (``[merge] name``): a multi-sub-query question's rankings interleaved round-robin
    (``interleave``), or candidate documents ranked by a trained model (``learned``);
 6. **context**: the ``generator.context_top_k`` head;
@@ -18,15 +18,15 @@ Slots, in order (PreQRAG §2; other presets fill them differently, see
 A question that carries its own pre-ranked ``candidates`` (a ragnarok request) is only
 classified, skipping the rewrite and slots 2-6, when ``[run] use_given_candidates`` is on
 (the ``cir`` preset): its context is the top ``generator.context_top_k`` candidates in their
-given order (:mod:`preqrag.candidates`), and its trace says ``candidates = "given"``.
+given order (:mod:`preqrag.components.candidates`), and its trace says ``candidates = "given"``.
 
-Every slot's output is in the :class:`~preqrag.records.Trace` (``rankings`` under the
+Every slot's output is in the :class:`~preqrag.core.records.Trace` (``rankings`` under the
 component's trace key: ``sparse``, ``dense``, ``merged``, ``reranked``, ``final``), so
 ``preqrag eval`` measures any slot. A :class:`Pipeline` answers a batch at a time, so every
 slot batches across questions. Failures: a stage that fails on data or a model call
-raises :class:`~preqrag.stages.StageError`; the batch is then retried question by question
+raises :class:`~preqrag.core.contracts.StageError`; the batch is then retried question by question
 so that one bad question never loses the others. Programming errors
-(:data:`~preqrag.stages.PROGRAMMING_ERRORS`) are not retried: they surface at once.
+(:data:`~preqrag.core.contracts.PROGRAMMING_ERRORS`) are not retried: they surface at once.
 """
 
 from __future__ import annotations
@@ -37,13 +37,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .candidates import has_candidates, read_candidates
-from .citations import numbers_to_ids
-from .components import Context, build, lookup, tables_of
-from .config import PipelineConfig, renamed_tables
-from .records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
+from ..components.candidates import has_candidates, read_candidates
+from ..components.citations import numbers_to_ids
+from ..components.registry import Context, build, lookup, tables_of
+from ..core.config import PipelineConfig, renamed_tables
+from ..core.records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
                       Ranking, StageBatch, SubQuery, Trace)
-from .stages import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generated, Generator, LLMError, Merger,
+from ..core.contracts import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generated, Generator, LLMError, Merger,
                      RerankStep, Retriever, Rewriter, StageError)
 
 
@@ -127,19 +127,19 @@ def retrievers_of(cfg: PipelineConfig, index, ctx: Context) -> list[tuple[str, R
 
 
 class Pipeline:
-    """The slot sequence over an opened index (:class:`~preqrag.index.Index`, or a
-    :class:`~preqrag.milvus.MilvusIndex`).
+    """The slot sequence over an opened index (:class:`~preqrag.index.embedded.Index`, or a
+    :class:`~preqrag.index.milvus.MilvusIndex`).
 
     Args:
         index: the index to retrieve from.
         cfg: the configuration.
         classifier, rewriter, fusion, rerank_chain (possibly empty), generator: the
             components; :meth:`from_config` builds them from ``cfg`` through the registry
-            (:mod:`preqrag.components`).
+            (:mod:`preqrag.components.registry`).
         llm: the LLM shared by the components that need one (loaded once, at
             :meth:`warm_up` or first use).
-        merge: the merge slot (:class:`~preqrag.stages.Merger`; default ``interleave``).
-        ctx: the builders' :class:`~preqrag.components.Context` (its model pool is shared by
+        merge: the merge slot (:class:`~preqrag.core.contracts.Merger`; default ``interleave``).
+        ctx: the builders' :class:`~preqrag.components.registry.Context` (its model pool is shared by
             :meth:`derive`); default: a new one over ``index``, ``cfg`` and ``llm``.
         learned_models: identities of the trained models the components use (recorded in
             every trace); default: from ``cfg`` and ``merge`` (:func:`preqrag.learned.guard.learned_models`).
@@ -162,7 +162,7 @@ class Pipeline:
         self.rerank_names: list[str] | None = None  # registry names of rerank_chain's steps (None: unknown)
         self.merge = merge if merge is not None else build("merge", "interleave", self.ctx)
         if learned_models is None:
-            from .learned.guard import learned_models as identities
+            from ..learned.guard import learned_models as identities
 
             learned_models = identities(cfg, self.merge)
         self.learned_models = learned_models  # recorded in traces (preqrag.learned.guard)
@@ -179,7 +179,7 @@ class Pipeline:
             ValueError: an unknown component name (naming the field and the valid names), or
                 components that cannot work with this index or configuration.
         """
-        from .backends import open_index
+        from ..index.backends import open_index
 
         index = open_index(index_dir, cfg)
         ctx = Context(cfg, index, llm)
@@ -196,12 +196,12 @@ class Pipeline:
         """A pipeline with some settings changed that shares this one's loaded models.
 
         Each component is rebuilt when a configuration table it reads (its registration's
-        ``reads``, :func:`preqrag.components.register`) or its name changed, and reused
+        ``reads``, :func:`preqrag.components.registry.register`) or its name changed, and reused
         otherwise; rebuilt components get their models from the same model pool
-        (:meth:`preqrag.components.Context.shared`), so a cross-encoder step re-made with a new
+        (:meth:`preqrag.components.registry.Context.shared`), so a cross-encoder step re-made with a new
         ``cross_encoder.depth`` scores with the already loaded cross-encoder. The index (retrievers,
         embedder) is shared; the LLM too, unless ``[llm]`` changed. Used by
-        :mod:`preqrag.deadline` for its degradation levels.
+        :mod:`preqrag.run.deadline` for its degradation levels.
 
         Args:
             overrides: nested settings (``{"cross_encoder": {"depth": 10}}``) merged over ``self.cfg``.

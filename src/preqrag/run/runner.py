@@ -3,18 +3,18 @@
 Files written for ``-o answers.jsonl``:
 
 * ``answers.jsonl`` — LiveRAG answer lines (schema-valid), one per answered question;
-* ``answers.traces.jsonl`` — one :class:`~preqrag.records.Trace` per answered question;
+* ``answers.traces.jsonl`` — one :class:`~preqrag.core.records.Trace` per answered question;
 * ``answers.failed.jsonl`` — failures of the last run (bad input lines and questions whose
   processing failed), rewritten atomically at the end of each run;
 * ``answers.run.json`` — counts and timings of the last run (wall seconds, seconds inside
-  model inference by kind, see :mod:`preqrag.timing`; questions per degradation level and the
-  deadline, see :mod:`preqrag.deadline`), rewritten atomically at the end;
+  model inference by kind, see :mod:`preqrag.core.timing`; questions per degradation level and the
+  deadline, see :mod:`preqrag.run.deadline`), rewritten atomically at the end;
 * ``answers.deadline.json`` — the absolute deadline of a run with ``--deadline``
-  (:func:`preqrag.deadline.resolve_deadline`), kept for restarts.
+  (:func:`preqrag.run.deadline.resolve_deadline`), kept for restarts.
 
 Re-running the same command resumes: ids already in ``answers.jsonl`` are skipped, failed
 ones are retried. A run killed at any point leaves at most one torn last line, which the
-next run removes before appending (see :func:`preqrag.io.read_jsonl_tolerant`).
+next run removes before appending (see :func:`preqrag.core.io.read_jsonl_tolerant`).
 """
 
 from __future__ import annotations
@@ -28,13 +28,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from .io import (InputError, append_jsonl, atomic_write_text, read_jsonl_tolerant, read_questions, sidecar,
+from ..core.io import (InputError, append_jsonl, atomic_write_text, read_jsonl_tolerant, read_questions, sidecar,
                  stats_path)
-from .config import PipelineConfig
+from ..core.config import PipelineConfig
 from .deadline import DeadlineRunner, level_counts
 from .pipeline import Outcome, Pipeline
-from .records import Failure, Question
-from .timing import model_busy_seconds, model_calls, model_seconds, model_usage_since
+from ..core.records import Failure, Question
+from ..core.timing import model_busy_seconds, model_calls, model_seconds, model_usage_since
 
 if TYPE_CHECKING:
     from .deadline import Deadline
@@ -56,11 +56,11 @@ class RunSummary:
     levels: dict[str, int] = field(default_factory=dict)
     """Questions answered per degradation level (``"0"``: the full pipeline)."""
     deadline: dict | None = None
-    """With a deadline: its record (:meth:`preqrag.deadline.Deadline.to_dict`), ``level_names``,
+    """With a deadline: its record (:meth:`preqrag.run.deadline.Deadline.to_dict`), ``level_names``,
     ``finished_before_deadline`` (this run's last answer was written before it; true when it wrote
     none), ``seconds_left`` (at the end of the run), ``fallbacks`` (answers made extractive
     after an LLM call ran out of time or failed) and ``batches`` (each batch's plan and time,
-    :attr:`preqrag.deadline.DeadlineRunner.batches`)."""
+    :attr:`preqrag.run.deadline.DeadlineRunner.batches`)."""
 
     def deadline_line(self) -> str | None:
         """One line on the deadline, for the console (None without one): met or missed, the
@@ -122,8 +122,8 @@ def _answered_batches(pipeline: Pipeline, batches: list[list[Question]]) -> Iter
 
 class Executor(Protocol):
     """What answers the batches of :func:`run_questions`: :class:`LocalExecutor` (the pipeline in
-    this process), :class:`preqrag.deadline.DeadlineRunner` (a level per batch, to a deadline),
-    :class:`preqrag.distributed.RayExecutor` (Ray actors). The runner owns the loop: it reads the
+    this process), :class:`preqrag.run.deadline.DeadlineRunner` (a level per batch, to a deadline),
+    :class:`preqrag.run.distributed.RayExecutor` (Ray actors). The runner owns the loop: it reads the
     questions, skips the answered ones, writes answers, traces and failures as batches complete.
     With a deadline the executor also has ``fallbacks`` and ``batches`` (its per-batch plans); one
     whose models run in other processes has ``model_seconds`` and ``model_calls``."""
@@ -188,19 +188,19 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
 
     Args:
         pipeline: the pipeline (None with ``executor``).
-        questions_path: JSONL question file (see :func:`preqrag.io.read_questions`).
+        questions_path: JSONL question file (see :func:`preqrag.core.io.read_questions`).
         output: the LiveRAG answer file (created or resumed).
         limit: answer at most this many questions of the file (in file order).
         on_progress: called with ``(done, todo)`` after each batch.
-        deadline: answer every question before it (:mod:`preqrag.deadline`: degradation
+        deadline: answer every question before it (:mod:`preqrag.run.deadline`: degradation
             levels chosen per batch from the measured pace, extractive answers when the LLM
             cannot make it); ``None``: every question at the full pipeline. Its levels are
             ``pipeline.cfg.deadline``.
-        executor: an :class:`Executor` to answer the batches instead, e.g. Ray actors (:class:`preqrag.distributed.RayExecutor`,
+        executor: an :class:`Executor` to answer the batches instead, e.g. Ray actors (:class:`preqrag.run.distributed.RayExecutor`,
             ``preqrag run --ray``): this process alone writes answers, traces and failures, batch by
             batch as they complete (so the answer file is in completion order, not file order);
             with ``deadline``, every actor works to the same absolute deadline.
-        read: ``questions_path`` as the caller already read it (:func:`preqrag.io.read_questions`'s
+        read: ``questions_path`` as the caller already read it (:func:`preqrag.core.io.read_questions`'s
             ``(questions, errors)``), so that the file is read once; None: read here.
 
     Returns:

@@ -28,8 +28,8 @@ def register(app: typer.Typer) -> None:
 
         Deterministic: the same file and seed give the same model, byte for byte.
         """
-        from ..classifiers.train import load_labelled, train_model
-        from ..io import atomic_write_text
+        from ...components.classifiers.train import load_labelled, train_model
+        from ...core.io import atomic_write_text
 
         try:
             data = load_labelled(questions)
@@ -60,9 +60,9 @@ def register(app: typer.Typer) -> None:
         Writes one {"id", "question_type"} per line (in input order); bad input lines are
         reported on stderr as file:line: field: message and skipped.
         """
-        from ..classifiers import load_classifier
-        from ..config import ConfigError, load_config
-        from ..io import atomic_write_text, read_questions
+        from ...components.classifiers import load_classifier
+        from ...core.config import ConfigError, load_config
+        from ...core.io import atomic_write_text, read_questions
 
         overrides = {"classifier": {"name": classifier}} if classifier else None
         try:

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..io import read_questions
-from ..records import Question
-from ..stages import LLM
-from ..evaluation import RunData, load_run
-from ..evaluation.classification import evaluate_classification
-from ..evaluation.judge import judge_answers, judge_is_meaningless, summarise_judgments
-from ..evaluation.retrieval import evaluate_retrieval, gold_docs
-from ..evaluation.report import write_report
+from ...core.io import read_questions
+from ...core.records import Question
+from ...core.contracts import LLM
+from ...evaluation import RunData, load_run
+from ...evaluation.classification import evaluate_classification
+from ...evaluation.judge import judge_answers, judge_is_meaningless, summarise_judgments
+from ...evaluation.retrieval import evaluate_retrieval, gold_docs
+from ...evaluation.report import write_report
 
 
 def _safe(name: str) -> str:
@@ -134,7 +134,7 @@ def register(app) -> None:
         for r, n in zip(loaded, _unique([r.name for r in loaded])):
             r.name = n
         if not allow_trained_on:
-            from ..learned.guard import TrainedOnError, check_traces
+            from ...learned.guard import TrainedOnError, check_traces
 
             for r in loaded:
                 try:
@@ -144,8 +144,8 @@ def register(app) -> None:
                     raise typer.Exit(2)
         llm = model = None
         if judge:
-            from ..config import ConfigError, load_config
-            from ..llm import load_llm
+            from ...core.config import ConfigError, load_config
+            from ...models.llm import load_llm
 
             try:
                 cfg = load_config(config)

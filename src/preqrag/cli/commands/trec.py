@@ -1,5 +1,5 @@
 """``preqrag export`` and ``preqrag validate``: TREC RAG runs out of LiveRAG answer files, and
-the checks of both formats. Registered by :mod:`preqrag.cli` like the other stage commands.
+the checks of both formats. Registered by :mod:`preqrag.cli.app` like the other stage commands.
 
     preqrag export --format trec-rag24 answers.jsonl -o run.jsonl --run-id ID
     preqrag export --format trec-rag25 answers.jsonl -o run.jsonl --run-id ID --team-id TEAM
@@ -42,14 +42,14 @@ def _register_export(app, err) -> None:
                        "preqrag.toml: its [cross_encoder] is the cross-encoder that attributes citations; [run] "
                        "cache_dir caches its scores.")),
                    threshold: Optional[float] = typer.Option(None, "--threshold", help=(
-                       "Cross-encoder score for a citation (default: preqrag.citations.DEFAULT_THRESHOLD)."))):
+                       "Cross-encoder score for a citation (default: DEFAULT_THRESHOLD in preqrag.components.citations)."))):
         """Write a TREC RAG 2024/2025 run from a LiveRAG answer file: sentences with citations to
         passage ids, references, and the track's fields; sentences of generators that do not cite
         are attributed to their best-supporting passages."""
-        from ..citations import DEFAULT_THRESHOLD, load_attributor
-        from ..cli_common import open_config
-        from ..trec.export import ExportError, export_run
-        from ..trec.formats import TREC_FORMATS
+        from ...components.citations import DEFAULT_THRESHOLD, load_attributor
+        from ..common import open_config
+        from ...trec.export import ExportError, export_run
+        from ...trec.formats import TREC_FORMATS
 
         if fmt not in TREC_FORMATS:
             err.print(f"[red]error:[/red] --format must be one of {', '.join(TREC_FORMATS)}, not {fmt!r}")
@@ -89,8 +89,8 @@ def _register_validate(app, err) -> None:
                          "Require references to be MS MARCO V2.1 segment ids (the track's collection)."))):
         """Check a LiveRAG answer file or a TREC RAG run: prints every problem as FILE:LINE: FIELD: message;
         exit 1 when there is an error, 0 when there is none (warnings do not fail)."""
-        from ..trec.formats import FORMATS
-        from ..trec.validate import validate_file
+        from ...trec.formats import FORMATS
+        from ...trec.validate import validate_file
 
         if fmt is not None and fmt not in FORMATS:
             err.print(f"[red]error:[/red] --format must be one of {', '.join(FORMATS)}, not {fmt!r}")

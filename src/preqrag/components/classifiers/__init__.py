@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..components import Context, build, register
-from ..stages import LLM, Classifier
+from ..registry import Context, build, register
+from ...core.contracts import LLM, Classifier
 from .combined import CombinedClassifier
 from .learned import LearnedClassifier
 from .llm import LLMClassifier
@@ -22,7 +22,7 @@ from .rules import RulesClassifier, is_multi_by_rules
 from .subquestions import estimate_n_sub_questions
 
 if TYPE_CHECKING:
-    from ..config import PipelineConfig
+    from ...core.config import PipelineConfig
 
 
 
@@ -52,10 +52,10 @@ def load_classifier(cfg: "PipelineConfig", llm: LLM | None = None) -> Classifier
     Args:
         cfg: the pipeline configuration; ``cfg.classifier.model_path`` is used by ``learned``.
         llm: the LLM for ``llm``/``combined``; ``None`` (default) builds
-            ``preqrag.llm.load_llm(cfg.llm)`` (its weights load on first use).
+            ``preqrag.models.llm.load_llm(cfg.llm)`` (its weights load on first use).
 
     Returns:
-        A :class:`preqrag.stages.Classifier`.
+        A :class:`preqrag.core.contracts.Classifier`.
 
     Raises:
         ValueError: unknown name (the message names ``classifier.name`` and lists the valid names).

@@ -10,8 +10,8 @@ LLM reply is unusable, only the rules decide and the LLM's fallback reason is ke
 from __future__ import annotations
 
 
-from ..records import Classification
-from ..stages import LLM
+from ...core.records import Classification
+from ...core.contracts import LLM
 from .llm import MAX_TOKENS, LLMClassifier
 from .rules import is_multi_by_rules
 

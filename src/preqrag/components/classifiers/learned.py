@@ -4,7 +4,7 @@ PreQRAG classified questions with Falcon3-10B-Instruct, then with published rule
 Table 1). Here the default is a small linear model trained on DataMorgana questions
 (``liverag-bench/dev.jsonl``): TF-IDF word and character n-grams plus structural features,
 logistic regression, threshold tuned for balanced accuracy; see
-:mod:`preqrag.classifiers.model` for the model and ``docs/results/classifier.md`` for how it
+:mod:`preqrag.components.classifiers.model` for the model and ``docs/results/classifier.md`` for how it
 was chosen and how accurate it is. The trained parameters ship inside the package
 (``preqrag/data/classifier.json``); retrain with ``preqrag train-classifier``.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..records import Classification
+from ...core.records import Classification
 from .model import QuestionTypeModel
 
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import re
 
-from ..records import Classification, QuestionType
-from ..stages import LLM, LLMError
+from ...core.records import Classification, QuestionType
+from ...core.contracts import LLM, LLMError
 from .rules import is_multi_by_rules
 
 SYSTEM_PROMPT = (
@@ -72,7 +72,7 @@ class LLMClassifier:
     """Ask an LLM whether each question needs one or several documents.
 
     Args:
-        llm: the LLM (``preqrag.stages.LLM``: ``name``, ``chat_many``; it loads its model on
+        llm: the LLM (``preqrag.core.contracts.LLM``: ``name``, ``chat_many``; it loads its model on
             first use or at ``warm_up``).
         max_tokens: reply budget (default :data:`MAX_TOKENS`).
     """

@@ -5,7 +5,7 @@ cross-validation on ``liverag-bench/dev.jsonl``, see ``docs/results/classifier.m
 
 * ``word``: TF-IDF of word 1-2-grams (scikit-learn ``TfidfVectorizer``, sublinear tf);
 * ``char``: TF-IDF of character 2-5-grams inside word boundaries (``analyzer="char_wb"``);
-* ``structural``: :func:`preqrag.classifiers.features.structural_features`, standardised
+* ``structural``: :func:`preqrag.components.classifiers.features.structural_features`, standardised
   and multiplied by a block weight.
 
 ``p(multi) = sigmoid(sum_b X_b @ coef_b + intercept)``; the question is ``"multi"`` when
@@ -32,7 +32,7 @@ from .features import FEATURE_NAMES, structural_features
 
 FORMAT = "preqrag-question-classifier"
 VERSION = 1
-BUNDLED_MODEL = Path(__file__).resolve().parent.parent / "data" / "classifier.json"
+BUNDLED_MODEL = Path(__file__).resolve().parents[2] / "data" / "classifier.json"
 """The model shipped inside the package (trained on ``liverag-bench/dev.jsonl``)."""
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ..records import Classification
+from ...core.records import Classification
 
 MULTI_KEYWORDS: tuple[str, ...] = (
     "differ", "difference", "different", "compare", "comparison", "between",

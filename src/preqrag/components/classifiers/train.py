@@ -27,8 +27,8 @@ from typing import Any, ClassVar
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from ..io import InputError, read_questions
-from ..records import Question
+from ...core.io import InputError, read_questions
+from ...core.records import Question
 from .features import FEATURE_NAMES, structural_features
 from .model import QuestionTypeModel, TextBlock
 
@@ -108,7 +108,7 @@ def doc_groups(questions: list[Question]) -> np.ndarray:
 
 def _line_numbers(path: str | Path) -> dict[str, int]:
     """``str(id)`` → 1-based line number of its first occurrence in a JSONL(.gz) file."""
-    from ..io import iter_json_lines
+    from ...core.io import iter_json_lines
 
     out: dict[str, int] = {}
     for lineno, obj, _ in iter_json_lines(path):
@@ -193,7 +193,7 @@ class SentenceEmbeddingFeatures(TransformerMixin, BaseEstimator):
     cross-validation encodes every question once.
 
     Args:
-        model: a ``preqrag.registry`` name, resolved to a local directory.
+        model: a ``preqrag.models.files`` name, resolved to a local directory.
         batch_size: encoding batch size.
     """
 
@@ -214,7 +214,7 @@ class SentenceEmbeddingFeatures(TransformerMixin, BaseEstimator):
         if self.model not in self._models:
             from sentence_transformers import SentenceTransformer
 
-            from ..registry import resolve
+            from ...models.files import resolve
 
             self._models[self.model] = SentenceTransformer(str(resolve(self.model).location), device="cpu")
         return self._models[self.model]

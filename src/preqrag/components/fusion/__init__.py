@@ -7,8 +7,8 @@ GINGER), merge ``interleave`` (PreQRAG §2.2.2).
 
 from __future__ import annotations
 
-from ..components import Context, register
-from ..stages import Fusion, Merger
+from ..registry import Context, register
+from ...core.contracts import Fusion, Merger
 from .interleave import InterleaveMerge, interleave, interleave_ids
 from .rrf import RRFFusion
 from .union import UnionFusion

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..records import Ranking
+from ...core.records import Ranking
 
 
 def interleave_ids(lists: Sequence[Sequence[str]]) -> list[str]:
@@ -26,7 +26,7 @@ def interleave(rankings: list[Ranking]) -> Ranking:
     """Take rank 1 of each ranking, then rank 2 of each, ..., skipping passages already taken.
 
     Used for multi-document questions so that every sub-question contributes to the top of
-    the context, and by :class:`~preqrag.fusion.union.UnionFusion`. Scores of the result are
+    the context, and by :class:`~preqrag.components.fusion.union.UnionFusion`. Scores of the result are
     ``1 / (rank + 1)``.
     """
     ids = interleave_ids([r.ids for r in rankings])
@@ -34,12 +34,12 @@ def interleave(rankings: list[Ranking]) -> Ranking:
 
 
 class InterleaveMerge:
-    """The default merge slot (:class:`~preqrag.stages.Merger`): a single sub-query's ranking as
+    """The default merge slot (:class:`~preqrag.core.contracts.Merger`): a single sub-query's ranking as
     is, several interleaved round-robin (:func:`interleave`; PreQRAG §2.2.2). No extra trace
     rankings."""
 
     name = "interleave"
 
     def merge(self, questions, classifications, rankings, finals):
-        """See :class:`~preqrag.stages.Merger`; returns ``(final, {})`` per question."""
+        """See :class:`~preqrag.core.contracts.Merger`; returns ``(final, {})`` per question."""
         return [(f[0] if len(f) == 1 else interleave(list(f)), {}) for f in finals]

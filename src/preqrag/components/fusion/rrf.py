@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..records import Ranking
+from ...core.records import Ranking
 
 
 class RRFFusion:

@@ -1,7 +1,8 @@
 """Dense text encoders (embedders) for dense retrieval.
 
-``load_encoder(cfg)`` picks the backend from the registry and ``[embedder] backend``: an ONNX
-directory (``model.onnx`` + ``tokenizer.json``) runs with onnxruntime + tokenizers; a
+``load_encoder(cfg)`` picks the backend from the resolved model (:mod:`preqrag.models.files`) and
+``[embedder] backend``: an ONNX directory (``model.onnx`` + ``tokenizer.json``) runs with
+onnxruntime + tokenizers; a
 sentence-transformers model runs either as its ONNX int8 export (:mod:`.onnx_export`; the default
 for all-MiniLM-L6-v2 on a CPU, :data:`ONNX_BY_DEFAULT`) or with sentence-transformers on torch
 (bundled directory or any hub name).
@@ -9,9 +10,9 @@ for all-MiniLM-L6-v2 on a CPU, :data:`ONNX_BY_DEFAULT`) or with sentence-transfo
 
 from __future__ import annotations
 
-from ..config import EmbedderConfig
-from ..registry import resolve
-from ..stages import Encoder
+from ...core.config import EmbedderConfig
+from ..files import resolve
+from ...core.contracts import Encoder
 
 ONNX_BY_DEFAULT = frozenset({"sentence-transformers/all-MiniLM-L6-v2"})
 """Models that ``[embedder] backend = "auto"`` runs as an ONNX int8 export on a CPU: those measured
@@ -20,7 +21,7 @@ to keep their vectors (mean cosine >= 0.99 with torch float32; docs/results/enco
 
 def choose_backend(cfg: EmbedderConfig, model) -> str:
     """``"onnx"`` or ``"torch"`` for a sentence-transformers model ``model`` (a
-    :class:`~preqrag.registry.ResolvedModel`), from ``cfg.backend`` and ``cfg.device``.
+    :class:`~preqrag.models.files.ResolvedModel`), from ``cfg.backend`` and ``cfg.device``.
 
     ``auto``: ``onnx`` for a :data:`ONNX_BY_DEFAULT` model when it will run on the CPU (``device``
     ``cpu``, or ``auto`` with no CUDA device: :func:`~.sentence_transformers.cuda_possible`, which
@@ -59,7 +60,7 @@ def onnx_export_encoder(cfg: EmbedderConfig, model, variant: str = "int8", *, pe
     bench/encoder_speed.py compares). The export is made (or verified: sha256) on first use, not here.
 
     Raises:
-        preqrag.encoders.onnx_export.OnnxExportError: the model's modules are not
+        preqrag.models.encoders.onnx_export.OnnxExportError: the model's modules are not
             Transformer → Pooling(mean|CLS) [→ Normalize].
     """
     from .onnx import OnnxEncoder

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache import KVStore, content_key
-from ..stages import Encoder
+from ...core.cache import KVStore, content_key
+from ...core.contracts import Encoder
 
 
 class CachedEncoder:
-    """Wraps an :class:`~preqrag.stages.Encoder`; query embeddings are stored by content.
+    """Wraps an :class:`~preqrag.core.contracts.Encoder`; query embeddings are stored by content.
 
     Key: (encoder name, ``"query"``, text) — the encoder's own query prefix is part of its
     configuration and is applied inside the wrapped encoder, so it is also part of the

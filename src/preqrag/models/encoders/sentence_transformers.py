@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..timing import model_time
+from ...core.timing import model_time
 
 
 def _cpu_has_bf16() -> bool:

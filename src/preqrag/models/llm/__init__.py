@@ -6,8 +6,8 @@ cache when ``cfg.cache_dir`` is set.
 
 from __future__ import annotations
 
-from ..config import LLMConfig
-from ..stages import LLM, LLMError
+from ...core.config import LLMConfig
+from ...core.contracts import LLM, LLMError
 from .cache import CachedLLM
 
 

@@ -39,7 +39,7 @@ the CPU kernels chosen at run time stay the best for the machine):
   caching or llama.cpp server's ``n_cmpl`` do.
 
 A request that cannot run (its prompt does not fit the window) fails alone: its slot gets an
-:class:`~preqrag.stages.LLMError` and the others go on. A deadline (epoch seconds) ends every
+:class:`~preqrag.core.contracts.LLMError` and the others go on. A deadline (epoch seconds) ends every
 unfinished sequence with an LLMError at the first step after it.
 """
 
@@ -49,7 +49,7 @@ import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
-from ..stages import LLMError
+from ...core.contracts import LLMError
 
 PENALTY_LAST_N = 64
 """Tokens the repetition penalty looks back over: llama-cpp-python's ``last_n_tokens_size``

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..cache import KVStore, content_key
-from ..stages import LLM, LLMError, per_request_options
-from ..text import llm_window, token_counter
+from ...core.cache import KVStore, content_key
+from ...core.contracts import LLM, LLMError, per_request_options
+from ...core.text import llm_window, token_counter
 from .structured import schema_key
 
 
@@ -36,11 +36,11 @@ class CachedLLM:
 
     @property
     def context_window(self) -> int:
-        """The wrapped LLM's window (:func:`preqrag.text.llm_window`: 4096 for one without)."""
+        """The wrapped LLM's window (:func:`preqrag.core.text.llm_window`: 4096 for one without)."""
         return llm_window(self.llm)
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` by the wrapped LLM's counter (:func:`preqrag.text.token_counter`)."""
+        """Tokens of ``text`` by the wrapped LLM's counter (:func:`preqrag.core.text.token_counter`)."""
         return token_counter(self.llm)(text)
 
     def warm_up(self) -> None:

@@ -40,12 +40,12 @@ would find no CPU backend (issue 25). :func:`cmake_args` therefore also compiles
 redefined). :func:`backend_dir_compiled_in` checks the result from another directory, so
 every program in the environment loads the best variant for its CPU with no environment
 variable. As a second line of defence, :func:`load_backends` loads the variants
-from the package before llama.cpp starts (:class:`preqrag.llm.llamacpp.LlamaCppLLM` calls
+from the package before llama.cpp starts (:class:`preqrag.models.llm.llamacpp.LlamaCppLLM` calls
 it; this covers an environment moved after the build), and :func:`server_env` gives a
 ``python -m llama_cpp.server`` child process the chosen variant (``GGML_BACKEND_PATH``).
 
 This file uses the standard library only, so ``install.sh`` runs it before preqrag is
-installed: ``python src/preqrag/llm/llama_build.py cmake-args|check|info``.
+installed: ``python src/preqrag/models/llm/llama_build.py cmake-args|check|info``.
 """
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ from __future__ import annotations
 import os
 import threading
 
-from ..config import LLMConfig
-from ..registry import resolve
-from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, chat_each, per_request_options
+from ...core.config import LLMConfig
+from ..files import resolve
+from ...core.contracts import PROGRAMMING_ERRORS, LLMError, OutputSchema, chat_each, per_request_options
 from ..threads import cpu_threads
-from ..timing import model_time
+from ...core.timing import model_time
 from .structured import grammar_text, schema_key
 
 
@@ -21,7 +21,7 @@ class LlamaCppLLM:
     SmolLM2 on this 2-core CPU (~324 tok/s prefill, ~80 tok/s decode).
 
     Args:
-        cfg: ``model`` is a registry name, a ``.gguf`` path, or ``"repo_id:filename"``
+        cfg: ``model`` is a model name (:mod:`preqrag.models.files`), a ``.gguf`` path, or ``"repo_id:filename"``
             on the Hugging Face hub (downloaded by llama-cpp-python; needs internet).
     """
 
@@ -90,7 +90,7 @@ class LlamaCppLLM:
              top_k: int | None = None, repeat_penalty: float | None = None) -> str:
         """One chat completion; raises LLMError when llama.cpp fails (e.g. context overflow).
 
-        ``schema``: the reply is constrained by its grammar (:mod:`preqrag.llm.structured`).
+        ``schema``: the reply is constrained by its grammar (:mod:`preqrag.models.llm.structured`).
         ``seed``: the sampling seed at ``temperature > 0`` (default 0, so a call repeats); pass
         different seeds for different samples (DoTA-RAG's routing votes). ``top_p``, ``top_k``,
         ``repeat_penalty``: this call's sampling settings (None: ``[llm]``'s, else llama.cpp's
@@ -119,7 +119,7 @@ class LlamaCppLLM:
         self._local.deadline = at
 
     def _batch_engine(self):
-        """The :class:`~preqrag.llm.batching.BatchDecoder` of this model (built once), or None
+        """The :class:`~preqrag.models.llm.batching.BatchDecoder` of this model (built once), or None
         when ``n_parallel`` is 1 or the model's chat format is not its GGUF template."""
         if self.cfg.n_parallel <= 1:
             return None
@@ -143,7 +143,7 @@ class LlamaCppLLM:
 
         With ``[llm] n_parallel`` > 1 (the default) and two or more requests, the replies are
         decoded together, up to ``n_parallel`` at a time, by continuous batching
-        (:class:`~preqrag.llm.batching.BatchDecoder`): the same prompts, sampler chains and
+        (:class:`~preqrag.models.llm.batching.BatchDecoder`): the same prompts, sampler chains and
         grammars as :meth:`chat`, a higher decode rate. A request whose prompt plus
         ``max_tokens`` exceeds a batch slot (``[llm] parallel_ctx`` tokens) runs alone afterwards
         with the whole ``n_ctx`` window. Greedy replies may differ from
@@ -191,7 +191,7 @@ class LlamaCppLLM:
 
     @property
     def last_batch(self):
-        """Counters of the last batched :meth:`chat_many` (:class:`~preqrag.llm.batching.BatchStats`),
+        """Counters of the last batched :meth:`chat_many` (:class:`~preqrag.models.llm.batching.BatchStats`),
         or None before the first."""
         return self._batcher.last if self._batcher is not None else None
 

@@ -10,10 +10,10 @@ import threading
 import time
 from datetime import datetime, timezone
 
-from ..config import LLMConfig
-from ..stages import PROGRAMMING_ERRORS, LLMError, OutputSchema, UnsupportedFeature, per_request_options
-from ..text import approx_tokens
-from ..timing import model_time
+from ...core.config import LLMConfig
+from ...core.contracts import PROGRAMMING_ERRORS, LLMError, OutputSchema, UnsupportedFeature, per_request_options
+from ...core.text import approx_tokens
+from ...core.timing import model_time
 from .structured import CHOICE_WRAP_TOKENS, is_choice, response_format, unwrap_reply
 
 
@@ -207,7 +207,7 @@ class OpenAICompatibleLLM:
         return self.cfg.n_ctx
 
     def count_tokens(self, text: str) -> int:
-        """:func:`preqrag.text.approx_tokens` (3 characters per token, conservative): the server's
+        """:func:`preqrag.core.text.approx_tokens` (3 characters per token, conservative): the server's
         tokenizer is not available here."""
         return approx_tokens(text)
 
@@ -252,7 +252,7 @@ class OpenAICompatibleLLM:
                         repeat_penalty: float | None = None) -> dict:
         """The keyword arguments a call adds to ``chat.completions.create``: ``seed`` (0 unless
         given, so a call repeats on servers that honour seeds), ``response_format`` for a schema
-        (:func:`preqrag.llm.structured.response_format`), ``top_p`` when set here or in
+        (:func:`preqrag.models.llm.structured.response_format`), ``top_p`` when set here or in
         ``[llm]``, and ``top_k`` / ``repeat_penalty`` in ``extra_body`` when set (not OpenAI
         parameters; vLLM, SGLang and llama.cpp's server read them)."""
         cfg = self.cfg
@@ -361,7 +361,7 @@ class OpenAICompatibleLLM:
         """Concurrent requests; a failed one yields its LLMError in place. Runs on the
         backend's own event loop thread, so it may be called from inside a running loop.
         ``options``: ``schema``, ``seed``, ``top_p``, ``top_k``, ``repeat_penalty``
-        (:class:`preqrag.stages.LLM`); every request of the call gets the same ones (``seed`` may
+        (:class:`preqrag.core.contracts.LLM`); every request of the call gets the same ones (``seed`` may
         be a list: one per request)."""
         if not requests:
             return []

@@ -2,7 +2,7 @@
 
 A 135M model cannot follow an output format by instruction alone; constrained decoding
 makes every reply parse. Each step that parses LLM output declares an
-:data:`~preqrag.stages.OutputSchema`:
+:data:`~preqrag.core.contracts.OutputSchema`:
 
 * a JSON Schema (``dict``, an object at the top): the reply is JSON text satisfying it;
 * a choice (a list of strings): the reply is exactly one of them.
@@ -29,7 +29,7 @@ import json
 import re
 from typing import Any
 
-from ..stages import OutputSchema
+from ...core.contracts import OutputSchema
 
 CHOICE_KEY = "choice"
 """Property name of the object a choice is wrapped in for OpenAI-compatible servers."""

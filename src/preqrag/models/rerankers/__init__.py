@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ..config import CrossEncoderConfig
-from ..registry import resolve
-from ..stages import Reranker
+from ...core.config import CrossEncoderConfig
+from ..files import resolve
+from ...core.contracts import Reranker
 
 
 ONNX_BATCH_SIZE = 1
@@ -46,8 +46,8 @@ __all__ = ["load_reranker"]
 
 
 def shared_reranker(ctx):
-    """The ``[cross_encoder]`` cross-encoder of a :class:`~preqrag.components.Context`, one per model
-    pool (:meth:`~preqrag.components.Context.shared`): the rerank chain's step and GINGER's pair
+    """The ``[cross_encoder]`` cross-encoder of a :class:`~preqrag.components.registry.Context`, one per model
+    pool (:meth:`~preqrag.components.registry.Context.shared`): the rerank chain's step and GINGER's pair
     scorer use the same model; ``None`` when ``cross_encoder.name = 'none'``. The last
     :data:`~.cache.RECENT_PAIRS` pairs' scores are kept in memory (:class:`~.cache.RecentScores`),
     so a pair that two steps score (GINGER's pairwise step re-derives the head the rerank step

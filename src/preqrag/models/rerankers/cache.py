@@ -8,12 +8,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cache import KVStore, content_key
-from ..stages import Reranker
+from ...core.cache import KVStore, content_key
+from ...core.contracts import Reranker
 
 
 class CachedReranker:
-    """Wraps a :class:`~preqrag.stages.Reranker`; scores are stored by content.
+    """Wraps a :class:`~preqrag.core.contracts.Reranker`; scores are stored by content.
 
     Key: (reranker name, ``max_length``, question, passage text). Only cache misses are
     sent to the wrapped reranker, in one call, so its length-sorted batching still
@@ -51,7 +51,7 @@ pairs, so a batch's scores are all still there when a later step of the same bat
 
 
 class RecentScores:
-    """Wraps a :class:`~preqrag.stages.Reranker`; keeps the scores of the last ``size`` distinct
+    """Wraps a :class:`~preqrag.core.contracts.Reranker`; keeps the scores of the last ``size`` distinct
     (question, passage) pairs in memory, so a later step that scores the same pair again (GINGER's
     pairwise step and cluster ranking re-derive the cross-encoder scores of the head the rerank
     step has just scored) reads them instead of running the model. Misses go to the wrapped

@@ -8,7 +8,7 @@ from tokenizers import Tokenizer
 from .. import onnx_runtime
 from ..onnx_runtime import length_sorted_batches, load_session_and_tokenizer, reserve_peak, run_alone, run_batch
 from ..threads import cpu_threads
-from ..timing import model_time
+from ...core.timing import model_time
 
 
 class OnnxCrossEncoder:
@@ -22,7 +22,7 @@ class OnnxCrossEncoder:
         name: the configured model name.
         max_length: tokens per pair (special tokens included).
         batch_size: pairs per forward pass. ``1`` (``[cross_encoder] batch_size``'s default): each pair
-            runs alone (no padding) on :func:`~preqrag.threads.cpu_threads` Python threads sharing
+            runs alone (no padding) on :func:`~preqrag.models.threads.cpu_threads` Python threads sharing
             one single-threaded session, longest first. Measured on the default int8 MiniLM-L-12
             (docs/bench/rerank_speed.json): faster than padded batches on 2 cores, and a pair's
             score no longer depends on its batch-mates (the int8 graph quantizes its activations
@@ -30,7 +30,7 @@ class OnnxCrossEncoder:
             logit). ``> 1``: length-sorted padded batches on one session with that many intra-op
             threads.
         threads: Python threads (``batch_size`` 1) or intra-op threads; default
-            :func:`~preqrag.threads.cpu_threads` (this process's share of the CPU).
+            :func:`~preqrag.models.threads.cpu_threads` (this process's share of the CPU).
     """
 
     def __init__(self, model_dir: str, name: str, max_length: int = 512, batch_size: int = 1,
@@ -47,14 +47,14 @@ class OnnxCrossEncoder:
     @property
     def workers(self) -> int:
         """Threads that score at once: Python threads over a single-threaded session (``batch_size``
-        1) or the session's intra-op threads; ``threads``, else :func:`~preqrag.threads.cpu_threads`."""
+        1) or the session's intra-op threads; ``threads``, else :func:`~preqrag.models.threads.cpu_threads`."""
         return self.threads or cpu_threads()
 
     def warm_up(self) -> None:
         """Load the model now (else it loads on first use). In ``preqrag serve``
-        (:data:`preqrag.onnx_runtime.RESERVE_PEAK_AT_WARM_UP`) also reserve onnxruntime's
+        (:data:`preqrag.models.onnx_runtime.RESERVE_PEAK_AT_WARM_UP`) also reserve onnxruntime's
         memory for the largest batch ``score`` can run (``batch_size`` × ``max_length``;
-        :func:`preqrag.onnx_runtime.reserve_peak`), so the server's memory stays flat."""
+        :func:`preqrag.models.onnx_runtime.reserve_peak`), so the server's memory stays flat."""
         session, _ = self._load()
         if onnx_runtime.RESERVE_PEAK_AT_WARM_UP and not self._reserved:
             reserve_peak(session, self.batch_size, self.max_length)
@@ -102,7 +102,7 @@ class OnnxCrossEncoder:
 
     def _score_each(self, session, encodings, out: np.ndarray) -> np.ndarray:
         """Each pair alone (a batch of one, no padding), longest first, on :attr:`workers` Python
-        threads sharing the session (:func:`preqrag.onnx_runtime.run_alone`)."""
+        threads sharing the session (:func:`preqrag.models.onnx_runtime.run_alone`)."""
         def one(i: int) -> float:
             return float(run_batch(session, [encodings[i]]).reshape(-1)[0])
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..timing import model_time
+from ...core.timing import model_time
 
 
 class STCrossEncoder:
