@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install preqrag and everything it needs into the current Python environment, with a
 # llama.cpp that runs on any x86-64 CPU (run-time CPU dispatch, no AMX; see
-# src/preqrag/llm/llama_build.py for why). Usage: ./install.sh   (PYTHON=... to pick a Python)
+# src/preqrag/models/llm/llama_build.py for why). Usage: ./install.sh   (PYTHON=... to pick a Python)
 #
 # 1. llama-cpp-python is compiled from source with the portable CMake options, bypassing
 #    pip's wheel cache (--no-cache-dir): a natively built wheel cached by an earlier plain
@@ -16,7 +16,7 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 PY="${PYTHON:-python}"
-BUILD="src/preqrag/llm/llama_build.py"
+BUILD="src/preqrag/models/llm/llama_build.py"
 LLAMA="$("$PY" -c 'import runpy,sys; print(runpy.run_path(sys.argv[1])["LLAMA_CPP_PYTHON"])' "$BUILD")"
 
 if ! "$PY" "$BUILD" quick-check >/dev/null 2>&1; then

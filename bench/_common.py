@@ -67,7 +67,7 @@ def pct(xs, p: float) -> float | None:
 def gold_traces(questions, rankings) -> list:
     """Traces holding one ``final`` ranking per question (its gold question type, no plan), so a
     first-stage retriever's output is scored by :func:`final_retrieval_columns` like a pipeline's."""
-    from preqrag.records import Classification, QueryPlan, SubQuery, Trace
+    from preqrag.core.records import Classification, QueryPlan, SubQuery, Trace
 
     out = []
     for q, r in zip(questions, rankings):
@@ -224,7 +224,7 @@ def add_dev_sample_args(ap) -> None:
 def dev_sample(args) -> tuple[list, str]:
     """(questions, what they are): ``args.sample`` questions of ``args.questions`` drawn with seed
     ``args.seed`` (all of them, shuffled, when the file has fewer), then the first ``args.head``."""
-    from preqrag.io import read_questions
+    from preqrag.core.io import read_questions
 
     questions, _ = read_questions(args.questions)
     questions = random.Random(args.seed).sample(questions, min(args.sample, len(questions)))[:args.head]

@@ -38,10 +38,10 @@ from pathlib import Path
 
 from _common import final_retrieval_columns, machine, placeholders, stage_means  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
 from preqrag.evaluation.classification import evaluate_classification, predictions_from_traces  # noqa: E402
-from preqrag.io import atomic_write_text, read_questions  # noqa: E402
-from preqrag.pipeline import Pipeline  # noqa: E402
+from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.run.pipeline import Pipeline  # noqa: E402
 
 NOTE = ("Quality on the final ranking at document level (ranx); seconds_per_question excludes generation. "
         "A row with reused_cached_outputs reused cached reranker or LLM outputs (run.cache_dir; cache_hits in "

@@ -4,7 +4,7 @@
         [--types flat,hnsw,ivf-sq8,ivf-pq,ivf-pq+rflat] [--sweep] [-o docs/bench/ann.json]
 
 ``IDX`` is an index built with the default flat dense index; its vectors are read back
-(``reconstruct_n``) and each type of :class:`preqrag.config.IndexConfig` is built from them with
+(``reconstruct_n``) and each type of :class:`preqrag.core.config.IndexConfig` is built from them with
 its default settings (:func:`preqrag.retrieval.dense.build_faiss`) in a temporary directory.
 The sample's questions are encoded once with the index's embedder. For each type the row
 records: build seconds, file size, ``open_seconds`` (memory-mapped open), recall@10 against
@@ -34,9 +34,9 @@ import numpy as np
 
 from _common import final_retrieval_columns, gold_traces, machine, pct, recall_vs  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.index import Index  # noqa: E402
-from preqrag.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.index.embedded import Index  # noqa: E402
+from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
 from preqrag.retrieval.dense import DenseRetriever, build_faiss  # noqa: E402
 from scale import type_config  # noqa: E402  (the scale rows' types: "+rflat", pq_m dividing dim)
 

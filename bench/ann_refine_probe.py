@@ -38,8 +38,8 @@ def main(argv=None) -> int:
 
     import faiss
 
-    from preqrag.config import IndexConfig
-    from preqrag.io import atomic_write_text
+    from preqrag.core.config import IndexConfig
+    from preqrag.core.io import atomic_write_text
     from preqrag.retrieval.dense import DenseRetriever
 
     d = Path(args.workdir)

@@ -7,7 +7,7 @@ skips the rest:
 
 1. **Corpus**: :func:`scale.generate` with the same ``--source`` and ``--seed`` as scale.py, so the
    documents are those of scale.py's row of that size. Not timed.
-2. **Vectors**: :func:`preqrag.index.encode_passages` (the production encoding step, resumable
+2. **Vectors**: :func:`preqrag.index.embedded.encode_passages` (the production encoding step, resumable
    2,048-row shards) with ``[embedder] name = "wordllama"``, one passage per document. scale.py's
    production build chunks first; at 5M it split 14,388 of 5,000,000 documents (0.29 %) into two
    passages, so its vectors differ from these by those rows. Passages/s recorded.
@@ -212,9 +212,9 @@ def _child(args: list[str]) -> dict:
 # ---------------------------------------------------------------------------------------- parent
 def vectors(source: Path, d: Path, n: int, seed: int) -> dict:
     """Corpus and vector shards of size ``n`` in ``d`` (each step skipped when already there)."""
-    from preqrag.config import EmbedderConfig
-    from preqrag.encoders import load_encoder
-    from preqrag.index import encode_passages
+    from preqrag.core.config import EmbedderConfig
+    from preqrag.models.encoders import load_encoder
+    from preqrag.index.embedded import encode_passages
 
     corpus = d / "corpus.parquet"
     if not corpus.exists():
@@ -242,8 +242,8 @@ def from_scale(scale_dir: Path, d: Path) -> dict:
     """Link a kept bench/scale.py size directory's vectors and built types into ``d`` (no corpus,
     no encoding): ``vectors/v_*.npy`` (its flat index's rows: chunked passages), ``idx/dense.faiss``
     as ``flat``, and each ``KIND.faiss`` it built; their build figures are scale.json's."""
-    from preqrag.config import EmbedderConfig
-    from preqrag.encoders import load_encoder
+    from preqrag.core.config import EmbedderConfig
+    from preqrag.models.encoders import load_encoder
 
     links = {"vectors": scale_dir / "vectors", "flat.faiss": scale_dir / "idx" / "dense.faiss"}
     links.update({f.name: f for f in scale_dir.glob("*.faiss")})
@@ -283,7 +283,7 @@ def main(argv=None) -> int:
     if not ((args.source or args.from_scale) and args.workdir):
         ap.error("--workdir and --source (or --from-scale) are required")
 
-    from preqrag.io import atomic_write_text, read_questions
+    from preqrag.core.io import atomic_write_text, read_questions
 
     d = Path(args.workdir) / str(args.size)
     d.mkdir(parents=True, exist_ok=True)
@@ -295,7 +295,7 @@ def main(argv=None) -> int:
     command = "python bench/ann_scale.py " + " ".join(placeholders(argv or sys.argv[1:]))
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
     exact = None
-    from preqrag.config import IndexConfig
+    from preqrag.core.config import IndexConfig
 
     want_efc = args.hnsw_ef_construction or IndexConfig().hnsw_ef_construction
     for kind in ["flat"] + [k for k in args.types.split(",") if k != "flat"]:

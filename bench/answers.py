@@ -11,17 +11,17 @@ Two steps, so that every configuration answers from the same passages:
    ``--set llm.model=qwen2.5-coder-1.5b --set generator.context_tokens=384``) answers the first
    ``--head`` questions of that file, ``--batch`` at a time in one ``generate`` call (default 1:
    one at a time; ``--batch 32`` as ``preqrag run`` with ``[run] batch_size = 32``: the LLM decodes
-   their answers together, :mod:`preqrag.llm.batching`), and merges one row per ``--label`` into ``--out`` (JSON; docs/results/answers.md shows it):
+   their answers together, :mod:`preqrag.models.llm.batching`), and merges one row per ``--label`` into ``--out`` (JSON; docs/results/answers.md shows it):
 
    * ``answer_token_f1`` (SQuAD token F1) and ``answer_rougeL`` (ROUGE-L F, stemmed) against
      the reference answers;
    * ``context_hit``: gold documents among the passages in the prompt (multi-document
      questions: the share of their gold documents);
-   * ``degenerate_share``: answers that loop (:func:`preqrag.answering.degenerate` on the
+   * ``degenerate_share``: answers that loop (:func:`preqrag.components.answering.degenerate` on the
      LLM's reply, before the repair), are empty or a list of numbers, or repeat the question
      (word-set Jaccard with the question >= 0.8);
    * ``supported_share``: answer sentences (pysbd) that a context passage supports by the
-     calibrated citation attribution (:mod:`preqrag.citations`: the bundled MiniLM
+     calibrated citation attribution (:mod:`preqrag.components.citations`: the bundled MiniLM
      cross-encoder, logit >= 2.5, calibrated on dev reference answers disjoint from the smoke
      questions, docs/results/citations.md);
    * ``prompt_tokens_mean`` (the user message in the LLM's tokenizer; the chat template adds ~30) and
@@ -51,7 +51,7 @@ from pathlib import Path
 from _common import describe, machine, placeholders  # noqa: E402
 from presets import token_f1  # noqa: E402
 
-from preqrag.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
 
 COLUMNS = ["label", "llm", "n_questions", "answer_token_f1", "answer_rougeL", "context_hit", "degenerate_share",
            "supported_share", "prompt_tokens_mean", "answer_tokens_mean", "generate_seconds_per_question", "batch",
@@ -76,8 +76,8 @@ def _set(pairs: list[str]) -> dict:
 
 
 def contexts(args) -> None:
-    from preqrag.config import load_config
-    from preqrag.pipeline import Pipeline
+    from preqrag.core.config import load_config
+    from preqrag.run.pipeline import Pipeline
 
     questions, errors = read_questions(args.questions)
     if args.sample and args.sample < len(questions):
@@ -107,12 +107,12 @@ def contexts(args) -> None:
 def answer(args) -> None:
     from rouge_score import rouge_scorer
 
-    from preqrag import components
-    from preqrag.answering import degenerate, restates_question
-    from preqrag.citations import load_attributor, split_sentences
-    from preqrag.components import Context
-    from preqrag.config import load_config
-    from preqrag.stages import LLMError
+    from preqrag.components import registry as components
+    from preqrag.components.answering import degenerate, restates_question
+    from preqrag.components.citations import load_attributor, split_sentences
+    from preqrag.components.registry import Context
+    from preqrag.core.config import load_config
+    from preqrag.core.contracts import LLMError
 
     overrides = _set(args.set)
     cfg = load_config(None, overrides)

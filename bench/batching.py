@@ -9,7 +9,7 @@ Two parts, both on this machine in one run, written to docs/bench/batching.json 
      (``[llm] n_parallel = 1``, the path before continuous batching; its prompt cache reuses the
      shared prefix of consecutive prompts);
    * ``batched`` with P = 2, 4, 8, 16, 32 parallel sequences
-     (:class:`preqrag.llm.batching.BatchDecoder`, the shared prefix prefilled once).
+     (:class:`preqrag.models.llm.batching.BatchDecoder`, the shared prefix prefilled once).
 
    Per row: ``prefill_tokens_per_s`` (P prompts with a 1-token reply: prompt tokens / wall
    seconds) and ``decode_tokens_per_s`` (aggregate: the same P prompts answered with up to
@@ -39,11 +39,11 @@ from pathlib import Path
 
 from _common import machine, placeholders
 
-from preqrag.io import atomic_write_text
+from preqrag.core.io import atomic_write_text
 
 
 def _prompts(dev: Path, n: int) -> list[list[dict]]:
-    from preqrag.generation import build_prompt
+    from preqrag.components.generation import build_prompt
 
     rows = [json.loads(line) for line in dev.read_text().splitlines() if line.strip()][: n + 1]
     out = []
@@ -55,8 +55,8 @@ def _prompts(dev: Path, n: int) -> list[list[dict]]:
 
 
 def engine_rows(model: str, dev: Path, parallels: list[int], decode_tokens: int) -> list[dict]:
-    from preqrag.config import LLMConfig
-    from preqrag.llm.llamacpp import LlamaCppLLM
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.llm.llamacpp import LlamaCppLLM
 
     rows = []
     for p in [1] + parallels:
@@ -89,7 +89,7 @@ def xllamacpp_rows(python: str, model: str, dev: Path, parallels: list[int], dec
     its own ggml must not share a process with llama-cpp-python's) on the same answer-sized prompts."""
     import subprocess
 
-    from preqrag.registry import resolve
+    from preqrag.models.files import resolve
 
     prompts = work / "xllamacpp_prompts.json"
     prompts.write_text(json.dumps(_prompts(dev, 2 * max(parallels + [8]) + 2)))
@@ -109,7 +109,7 @@ def run_rows(index: str, questions: str, limit: int, work: Path, parallels: list
     ``parallels`` with the other defaults; ``speedup`` = q/h over the sequential row."""
     import throughput
 
-    from preqrag.config import LLMConfig
+    from preqrag.core.config import LLMConfig
 
     default_p = LLMConfig().n_parallel
     settings = {"sequential (n_parallel 1, batch 8)": (1, "[llm]\nn_parallel = 1\n[run]\nbatch_size = 8\n")}

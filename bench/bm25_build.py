@@ -31,8 +31,8 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
 
-    from preqrag.config import BM25Config
-    from preqrag.io import atomic_write_text
+    from preqrag.core.config import BM25Config
+    from preqrag.core.io import atomic_write_text
     from preqrag.retrieval.bm25 import build_bm25, parquet_texts
 
     peak_anon = [0]

@@ -28,7 +28,7 @@ exceed the share of gold documents in the context (``context recall``, reported 
 
 Steps:
 
-1. **calibrate** the attribution threshold (:data:`preqrag.citations.DEFAULT_THRESHOLD`) on
+1. **calibrate** the attribution threshold (:data:`preqrag.components.citations.DEFAULT_THRESHOLD`) on
    questions disjoint from the ones measured: the dev questions (``dev.jsonl``, not in
    ``smoke.jsonl``) whose gold documents are all in the smoke corpus and are no smoke
    question's gold document; their *reference* answers are split into sentences and
@@ -67,9 +67,9 @@ import numpy as np
 
 from _common import machine  # noqa: E402
 
-from preqrag.citations import DEFAULT_THRESHOLD, Attributor, load_attributor, split_sentences  # noqa: E402
-from preqrag.io import atomic_write_text  # noqa: E402
-from preqrag.records import doc_of  # noqa: E402
+from preqrag.components.citations import DEFAULT_THRESHOLD, Attributor, load_attributor, split_sentences  # noqa: E402
+from preqrag.core.io import atomic_write_text  # noqa: E402
+from preqrag.core.records import doc_of  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT.parent / "shared" / "liverag-bench"
@@ -129,8 +129,8 @@ def calibration_questions() -> list[dict]:
 def reference_items(index: Path, cfg, qs: list[dict]) -> tuple[list, list]:
     """Retrieve each question's context with ``cfg`` (8 at a time) and pair its reference answer's
     sentences with the context passages' texts: ``(traces, [(sentences, passage texts)])``."""
-    from preqrag.pipeline import Pipeline
-    from preqrag.records import Question
+    from preqrag.run.pipeline import Pipeline
+    from preqrag.core.records import Question
 
     pipeline = Pipeline.from_config(index, cfg)
     traces = []
@@ -141,7 +141,7 @@ def reference_items(index: Path, cfg, qs: list[dict]) -> tuple[list, list]:
 
 
 def calibrate(index: Path, attributor: Attributor) -> dict:
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
 
     qs = calibration_questions()
     log(f"calibration: {len(qs)} dev questions")
@@ -167,7 +167,7 @@ def calibrate(index: Path, attributor: Attributor) -> dict:
 def reference_all(index: Path, attributor: Attributor) -> dict:
     """All smoke reference answers attributed to the top-3 passages of the ``hybrid`` preset
     (rerank depth 12): attribution quality on every smoke question, without the generator."""
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
 
     qs = load_jsonl(BENCH / "smoke.jsonl")
     cfg = load_config(None, pipeline="hybrid", overrides={"cross_encoder": {"depth": CAL_DEPTH}})
@@ -263,7 +263,7 @@ def with_notes(res: dict) -> dict:
             f"index, rerank depth {cal.get('rerank_depth')} ({cal['best']['gold_documents']} gold documents: "
             f"{cal['best']['gold_documents'] - cal['questions']} of the questions have two, the others one); "
             f"{cal['pairs']} pairs scored in {cal['seconds_scoring']} s on the shared machine. Chosen: threshold "
-            f"{cal['best']['threshold']} (best F1), shipped as `preqrag.citations.DEFAULT_THRESHOLD`.")
+            f"{cal['best']['threshold']} (best F1), shipped as `preqrag.components.citations.DEFAULT_THRESHOLD`.")
     m = res.get("measure")
     if m:
         res["measure_note"] = (
@@ -307,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
         cal = calibrate(args.index, attributor)
     chosen = cal["best"]["threshold"]
     if chosen != DEFAULT_THRESHOLD:
-        log(f"NOTE: calibrated threshold {chosen} != preqrag.citations.DEFAULT_THRESHOLD {DEFAULT_THRESHOLD}; "
+        log(f"NOTE: calibrated threshold {chosen} != preqrag.components.citations.DEFAULT_THRESHOLD {DEFAULT_THRESHOLD}; "
             "measuring with the calibrated one (update DEFAULT_THRESHOLD)")
     if args.step == "reference":
         old = json.loads(args.out.with_suffix(".json").read_text())
@@ -323,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
         m = measure(args.answers, chosen, Path(cache))
     preset = "preqrag"
     if args.run_config is not None:
-        from preqrag.config import load_config
+        from preqrag.core.config import load_config
 
         preset = load_config(args.run_config).pipeline
     m["preset"] = preset

@@ -43,12 +43,12 @@ from _common import machine as _common_machine  # noqa: E402
 
 from classifier_speed import measure  # noqa: E402
 
-from preqrag.classifiers import CombinedClassifier, LearnedClassifier, LLMClassifier, RulesClassifier  # noqa: E402
-from preqrag.classifiers.model import BUNDLED_MODEL, QuestionTypeModel  # noqa: E402
-from preqrag.classifiers.train import (  # noqa: E402
+from preqrag.components.classifiers import CombinedClassifier, LearnedClassifier, LLMClassifier, RulesClassifier  # noqa: E402
+from preqrag.components.classifiers.model import BUNDLED_MODEL, QuestionTypeModel  # noqa: E402
+from preqrag.components.classifiers.train import (  # noqa: E402
     CANDIDATES, CHOSEN, SentenceEmbeddingFeatures, cross_validate, data_fingerprint, load_labelled, make_splits,
 )
-from preqrag.io import atomic_write_text  # noqa: E402
+from preqrag.core.io import atomic_write_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = 0.90
@@ -91,8 +91,8 @@ def machine() -> dict:
 def run_llm_sample(data, y, preds: dict, sample_size: int, seed: int, threads: int | None,
                    cache_dir: Path | None) -> dict:
     """LLM, combined, rules and the chosen model on a fixed stratified sample."""
-    from preqrag.config import LLMConfig
-    from preqrag.llm import load_llm
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.llm import load_llm
 
     rng = np.random.default_rng(seed)
     half = sample_size // 2

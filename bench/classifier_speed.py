@@ -52,8 +52,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
     args = ap.parse_args()
-    from preqrag.classifiers import LearnedClassifier, RulesClassifier
-    from preqrag.io import read_questions
+    from preqrag.components.classifiers import LearnedClassifier, RulesClassifier
+    from preqrag.core.io import read_questions
 
     qs, _ = read_questions(args.questions)
     texts = [q.question for q in qs]

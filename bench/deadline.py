@@ -14,7 +14,7 @@ Two parts:
   ladder's columns on the final ranking (bench/_common.final_retrieval_columns, ranx) and
   ``context_hit`` — a gold document among the passages the generator (or the extractive answer)
   gets; for multi-doc questions the share of gold documents there — and retrieval seconds per
-  question. Each level is preqrag.deadline.level_pipelines' pipeline (shared models).
+  question. Each level is preqrag.run.deadline.level_pipelines' pipeline (shared models).
 
 Usage:
   python bench/deadline.py --index IDX [--questions ../shared/liverag-bench/liverag_lcd_session1.jsonl]
@@ -40,10 +40,10 @@ from pathlib import Path
 
 from _common import final_retrieval_columns, machine  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.deadline import level_pipelines, parse_deadline  # noqa: E402
-from preqrag.io import atomic_write_text, read_questions  # noqa: E402
-from preqrag.pipeline import Pipeline  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.run.deadline import level_pipelines, parse_deadline  # noqa: E402
+from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.run.pipeline import Pipeline  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent.parent.parent / "shared" / "liverag-bench"
 

@@ -66,12 +66,12 @@ def main() -> None:
     p.add_argument("--out", type=Path, default=Path("docs/bench/dota_routing.json"))
     args = p.parse_args()
 
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
     from preqrag.systems.dota import load_topics
     from preqrag.systems.dota.topics import FACET, PART_FACET, TOPIC_NAMES, topic_text
-    from preqrag.index import Index
-    from preqrag.io import atomic_write_text
-    from preqrag.llm import load_llm
+    from preqrag.index.embedded import Index
+    from preqrag.core.io import atomic_write_text
+    from preqrag.models.llm import load_llm
 
     cfg = load_config(args.config, pipeline="dota")
     index = Index.open(args.index, cfg)
@@ -101,7 +101,7 @@ def main() -> None:
                     else RoutedDotaRewriter(llm, dcfg, index, route=True))
         plans = []
         if args.router == "parts":  # no LLM call: the question itself, routed by similarity and BM25
-            from preqrag.records import QueryPlan, SubQuery
+            from preqrag.core.records import QueryPlan, SubQuery
 
             plans = rewriter.route_plans([QueryPlan(question_type="single", rewriter="dota",
                                                     sub_queries=[SubQuery(text=t, sparse=t, dense=t)]) for t in texts])

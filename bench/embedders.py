@@ -19,11 +19,11 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from preqrag.config import load_config
+from preqrag.core.config import load_config
 from preqrag.evaluation import evaluate_retrieval
-from preqrag.index import build_index
-from preqrag.io import atomic_write_text, read_questions
-from preqrag.pipeline import Pipeline
+from preqrag.index.embedded import build_index
+from preqrag.core.io import atomic_write_text, read_questions
+from preqrag.run.pipeline import Pipeline
 
 EMBEDDERS = ["sentence-transformers/all-MiniLM-L6-v2", "BAAI/bge-small-en-v1.5"]
 

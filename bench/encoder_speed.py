@@ -1,5 +1,5 @@
 """Dense passage encoding: all-MiniLM-L6-v2 on torch (fp32, bf16 autocast) vs its ONNX export in fp32
-and int8 (preqrag.encoders.onnx_export), on the same passages of the bench corpus.
+and int8 (preqrag.models.encoders.onnx_export), on the same passages of the bench corpus.
 
 Passages are made as ``preqrag index`` makes them (the embedder's tokenizer, ``Chunker`` at
 ``min([chunking] max_tokens, max_seq_length - 2)`` = 254 tokens) from a fixed-seed sample of the
@@ -48,7 +48,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import machine, placeholders  # bench/_common.py
-from preqrag.io import atomic_write_text
+from preqrag.core.io import atomic_write_text
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 REFERENCE = "torch-fp32-b32"
@@ -75,10 +75,10 @@ def settings(bf16: bool) -> list[dict]:
 
 
 def make_encoder(s: dict):
-    from preqrag.config import EmbedderConfig
-    from preqrag.encoders import onnx_export_encoder
-    from preqrag.encoders.sentence_transformers import SentenceTransformerEncoder
-    from preqrag.registry import resolve
+    from preqrag.core.config import EmbedderConfig
+    from preqrag.models.encoders import onnx_export_encoder
+    from preqrag.models.encoders.sentence_transformers import SentenceTransformerEncoder
+    from preqrag.models.files import resolve
 
     model = resolve(MODEL)
     if s["backend"] == "torch":
@@ -91,8 +91,8 @@ def load_passages(corpus: str, n: int, gold_ids: set[str], seed: int = 0) -> tup
     """``n`` passages of a fixed-seed sample of documents (none of them a gold document of the
     questions) and every passage of the gold documents, chunked as the indexer does; returns
     (timed texts, gold texts, gold passages' document ids)."""
-    from preqrag.chunking import Chunker
-    from preqrag.config import load_config
+    from preqrag.index.chunking import Chunker
+    from preqrag.core.config import load_config
 
     enc = make_encoder(dict(backend="onnx", precision="int8", batching="per-text", threads=None))
     cfg = load_config(None)
@@ -342,7 +342,7 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out", default="docs/bench/encoder_speed.json")
     args = ap.parse_args(argv)
 
-    from preqrag.io import read_questions
+    from preqrag.core.io import read_questions
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
     python bench/flat_peak.py --passages 5000000 --dim 256 --workdir WORK -o docs/bench/flat_peak.json
 
 1. Writes ``--passages`` random unit vectors (float32, seed 0) as a build leaves them: files
-   ``emb_00000.npy``, ... of :data:`preqrag.index.SHARD` rows each. The flat build's memory
+   ``emb_00000.npy``, ... of :data:`preqrag.index.embedded.SHARD` rows each. The flat build's memory
    does not depend on the vectors' values, so random vectors stand in for encoded passages
    (dim 256: WordLlama's, as in the 5M rows of docs/results/scale.md).
 2. In a child process (its own peak RSS: ``VmHWM``, bench/bench/_common.py's ``peak_mb``; rows before
@@ -62,7 +62,7 @@ def check(index_path: Path, vectors: Path, n: int) -> dict:
     """FAISS reads the file back (mmap): ``ntotal`` and three rows against the vector files."""
     import faiss
 
-    from preqrag.index import SHARD
+    from preqrag.index.embedded import SHARD
 
     index = faiss.read_index(str(index_path), faiss.IO_FLAG_MMAP)
     same = []
@@ -83,8 +83,8 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--out", type=Path, required=True)
     args = ap.parse_args(argv)
 
-    from preqrag.index import SHARD
-    from preqrag.io import atomic_write_text
+    from preqrag.index.embedded import SHARD
+    from preqrag.core.io import atomic_write_text
 
     vectors = args.workdir / "vectors"
     t = time.perf_counter()

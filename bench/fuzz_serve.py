@@ -27,7 +27,7 @@ from pathlib import Path
 from _common import machine  # noqa: E402
 from _common import free_port, http_get, wait_ready  # noqa: E402
 
-from preqrag.io import atomic_write_text  # noqa: E402
+from preqrag.core.io import atomic_write_text  # noqa: E402
 
 
 def main(argv=None) -> int:

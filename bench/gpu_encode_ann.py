@@ -58,8 +58,8 @@ def pack(index: Path, questions: Path, out: Path, queries: int = 200) -> None:
     import pyarrow.parquet as pq
     import safetensors.numpy as stn
 
-    from preqrag.io import read_questions
-    from preqrag.registry import resolve
+    from preqrag.core.io import read_questions
+    from preqrag.models.files import resolve
 
     out.mkdir(parents=True, exist_ok=True)
     texts = pq.read_table(index / "passages.parquet", columns=["text"]).column("text").to_pylist()
@@ -105,7 +105,7 @@ def run(model: Path, queries: Path, work: Path, out: Path, batch_size: int, rate
     from _common import machine
     from scale import type_config
 
-    from preqrag.encoders.sentence_transformers import SentenceTransformerEncoder
+    from preqrag.models.encoders.sentence_transformers import SentenceTransformerEncoder
     from preqrag.retrieval.dense import DenseRetriever, build_faiss
 
     t_start = time.perf_counter()
@@ -214,9 +214,9 @@ def run(model: Path, queries: Path, work: Path, out: Path, batch_size: int, rate
 
 # ------------------------------------------------------------------------------------------ record
 def record(result: Path, sample: Path, out: Path, command: str) -> None:
-    from preqrag.encoders.sentence_transformers import SentenceTransformerEncoder
-    from preqrag.io import atomic_write_text
-    from preqrag.registry import resolve
+    from preqrag.models.encoders.sentence_transformers import SentenceTransformerEncoder
+    from preqrag.core.io import atomic_write_text
+    from preqrag.models.files import resolve
 
     res = json.loads(result.read_text())
     z = np.load(sample)

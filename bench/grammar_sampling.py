@@ -1,5 +1,5 @@
 """Structured (grammar-constrained) decoding in the batched llama.cpp engine: the grammar checked
-lazily (the shipped :class:`preqrag.llm.batching.BatchDecoder`) against the grammar masking the
+lazily (the shipped :class:`preqrag.models.llm.batching.BatchDecoder`) against the grammar masking the
 whole vocabulary at every token (the engine before, llama-cpp-python's sampler chain), side by side
 on this machine in one run, written to docs/bench/grammar_sampling.json
 (docs/results/grammar_sampling.md).
@@ -29,9 +29,9 @@ from _common import machine
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from preqrag.config import LLMConfig  # noqa: E402
-from preqrag.llm import batching  # noqa: E402
-from preqrag.llm.llamacpp import LlamaCppLLM  # noqa: E402
+from preqrag.core.config import LLMConfig  # noqa: E402
+from preqrag.models.llm import batching  # noqa: E402
+from preqrag.models.llm.llamacpp import LlamaCppLLM  # noqa: E402
 from preqrag.systems.cir.generator import build_cir_prompt, cir_answer_schema  # noqa: E402
 
 

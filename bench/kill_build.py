@@ -11,7 +11,7 @@ timings, so it differs), and ``preqrag index --verify`` must pass.
 Phases are taken in turn (chunking, BM25, encoding), so ``--kills 12`` gives four kills in each.
 Encoding is checkpointed in shards of ``--shard-rows`` passages (the production default is 2048;
 smaller here so a few hundred documents give several shards, the command sets
-``preqrag.index.SHARD`` before calling the CLI); the reference uses the same value.
+``preqrag.index.embedded.SHARD`` before calling the CLI); the reference uses the same value.
 
     python bench/kill_build.py --corpus ../shared/liverag-bench/corpus.jsonl.gz --docs 300 \\
         --kills 12 --workdir WORK -o docs/bench/kill_build.json
@@ -35,19 +35,19 @@ from pathlib import Path
 
 from _common import corpus_head, machine  # noqa: E402
 
-from preqrag.io import atomic_write_text  # noqa: E402
+from preqrag.core.io import atomic_write_text  # noqa: E402
 
 PHASES = ("chunking", "bm25", "encoding")
 ORDER = ("start", *PHASES, "faiss", "done")
 POLL_S = 0.005
 
-LAUNCH = ("import sys, preqrag.index as ix; ix.SHARD = int(sys.argv.pop(1)); "
-          "from preqrag.cli import main; sys.argv[0] = 'preqrag'; main()")
+LAUNCH = ("import sys, preqrag.index.embedded as ix; ix.SHARD = int(sys.argv.pop(1)); "
+          "from preqrag.cli.app import main; sys.argv[0] = 'preqrag'; main()")
 """``python -c LAUNCH ROWS index ...``: the CLI with the embedding shard size set."""
 
 
 def phase(target: Path) -> str:
-    """The build's phase, read from its work directory (``preqrag.index.build_index``'s files):
+    """The build's phase, read from its work directory (``preqrag.index.embedded.build_index``'s files):
     ``start`` (hashing the corpus, loading the embedder), ``chunking`` (passages Parquet and
     the passage store), ``bm25`` (``bm25.work``), ``encoding`` (embedding shards), ``faiss``
     (``dense.faiss.tmp``), ``done`` (published)."""

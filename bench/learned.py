@@ -44,13 +44,13 @@ from pathlib import Path
 
 from _common import final_retrieval_columns, machine  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
 from preqrag.evaluation.retrieval import gold_docs  # noqa: E402
-from preqrag.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
 from preqrag.learned.guard import check_traces  # noqa: E402
 from preqrag.learned.ranker import LearnedMerge, RankerParams  # noqa: E402
 from preqrag.learned.train import collect_traces, fit, folds_of, training_config  # noqa: E402
-from preqrag.pipeline import Pipeline  # noqa: E402
+from preqrag.run.pipeline import Pipeline  # noqa: E402
 
 HYBRID_RERANK = {"rewriter": {"name": "none"}}
 DENSE_RAW = {"rewriter": {"name": "none"}, "retrieval": {"use_sparse": False}, "cross_encoder": {"name": "none"}}
@@ -143,9 +143,9 @@ def _pool_rows(args, base_traces, dense_traces, test_qs, model_dir, work):
     """
     import numpy as np
 
-    from preqrag.config import EmbedderConfig
-    from preqrag.encoders import load_encoder
-    from preqrag.index import Index
+    from preqrag.core.config import EmbedderConfig
+    from preqrag.models.encoders import load_encoder
+    from preqrag.index.embedded import Index
     from preqrag.retrieval.dense import DenseRetriever, build_faiss
 
     depth = args.pool_depth
@@ -259,7 +259,7 @@ def main(argv=None) -> int:
     if args.encoder:
         if args.encoder_eval == "reindex" and not args.corpus:
             ap.error("--encoder-eval reindex needs --corpus (the corpus is re-indexed with each fold's encoder)")
-        from preqrag.index import build_index
+        from preqrag.index.embedded import build_index
         from preqrag.learned.encoder import EncoderParams, train_encoder
 
         dense_traces, dense_spq = _retrieve(args.index, _config(args.config, DENSE_RAW), qs,

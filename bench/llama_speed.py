@@ -31,8 +31,8 @@ from pathlib import Path
 
 WORKER = r"""
 import gzip, json, os, sys, time
-from preqrag.llm.llama_build import load_backends
-from preqrag.registry import resolve
+from preqrag.models.llm.llama_build import load_backends
+from preqrag.models.files import resolve
 variant = load_backends()
 from llama_cpp import Llama
 n_prompt, n_decode, threads = map(int, sys.argv[1:4])

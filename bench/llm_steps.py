@@ -36,7 +36,7 @@ from pathlib import Path
 from _common import machine  # noqa: E402
 from presets import fallback_kind  # noqa: E402
 
-from preqrag.io import atomic_write_text  # noqa: E402
+from preqrag.core.io import atomic_write_text  # noqa: E402
 
 STEPS = ("classify", "preqrag", "dota", "ginger", "nuggets", "cir")
 
@@ -79,14 +79,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="docs/bench/llm_steps.json")
     args = ap.parse_args(argv)
 
-    from preqrag.classifiers.llm import LLMClassifier
-    from preqrag.config import load_config
+    from preqrag.components.classifiers.llm import LLMClassifier
+    from preqrag.core.config import load_config
     from preqrag.systems.dota.planning import DotaRewriter
     from preqrag.systems.cir.generator import CIRGenerator
     from preqrag.systems.ginger.nuggets import NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER, nugget_schema, parse_nugget_reply
     from preqrag.systems.ginger.rewriting import GingerRewriter
-    from preqrag.io import read_questions
-    from preqrag.llm import load_llm
+    from preqrag.core.io import read_questions
+    from preqrag.models.llm import load_llm
     from preqrag.systems.preqrag.rewriting import PreQRAGRewriter
 
     questions, _ = read_questions(args.questions)

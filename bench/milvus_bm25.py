@@ -1,6 +1,6 @@
 """Issue 11: Milvus's BM25 against bm25s, and Milvus dense against FAISS flat, on the dev sample.
 
-Loads an embedded index into a Milvus collection (``preqrag.milvus.load_collection``; resumable, so a
+Loads an embedded index into a Milvus collection (``preqrag.index.milvus.load_collection``; resumable, so a
 killed run continues), then retrieves the top ``--top-k`` passages of every question of the fixed-seed
 sample (``random.Random(0).sample``, as bench/ablation.py) with four first-stage retrievers on the raw
 question, no reranking:
@@ -32,10 +32,10 @@ from pathlib import Path
 
 from _common import final_retrieval_columns, gold_traces, machine, pct  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.index import Index  # noqa: E402
-from preqrag.io import atomic_write_text, read_questions  # noqa: E402
-from preqrag.milvus import MilvusIndex, load_collection  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.index.embedded import Index  # noqa: E402
+from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.index.milvus import MilvusIndex, load_collection  # noqa: E402
 
 
 def timed(retriever, texts: list[str], k: int):

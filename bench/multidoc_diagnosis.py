@@ -33,10 +33,10 @@ from pathlib import Path
 
 from _common import add_dev_sample_args, dev_sample, machine, placeholders
 
-from preqrag.config import load_config
-from preqrag.io import atomic_write_text
-from preqrag.pipeline import Pipeline
-from preqrag.records import docs_in_order
+from preqrag.core.config import load_config
+from preqrag.core.io import atomic_write_text
+from preqrag.run.pipeline import Pipeline
+from preqrag.core.records import docs_in_order
 
 STAGES = ("bm25@100", "dense@100", "either@100", "fused", "rerank_cut", "top10", "top3")
 LOSS_STAGES = STAGES[2:]

@@ -28,11 +28,11 @@ from pathlib import Path
 
 from _common import machine, placeholders  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.io import atomic_write_text  # noqa: E402
-from preqrag.pipeline import Pipeline  # noqa: E402
-from preqrag.registry import resolve  # noqa: E402
-from preqrag.runner import run_questions  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.core.io import atomic_write_text  # noqa: E402
+from preqrag.run.pipeline import Pipeline  # noqa: E402
+from preqrag.models.files import resolve  # noqa: E402
+from preqrag.run.runner import run_questions  # noqa: E402
 
 
 NOTE = ("Client: concurrency 4, the default retries. The same questions answered twice: overlap no (run.overlap = "
@@ -42,7 +42,7 @@ NOTE = ("Client: concurrency 4, the default retries. The same questions answered
 
 
 def start_server() -> tuple[subprocess.Popen, str]:
-    from preqrag.llm.llama_build import server_env
+    from preqrag.models.llm.llama_build import server_env
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

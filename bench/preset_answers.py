@@ -6,10 +6,10 @@ questions of ``--questions`` (a file with reference ``answer``s) with a configur
 
 * ``answer_token_f1``: SQuAD token F1 against the reference answers (bench/presets.py);
 * ``answer_rougeL``: ROUGE-L F-measure against them (``rouge_score``, stemmed, as bench/presets.py);
-* ``degenerate_share``: answers :func:`preqrag.answering.degenerate` flags;
-* ``copied_sentence_share``: answer sentences (:func:`preqrag.text.split_sentences`) holding
-  :data:`preqrag.answering.COPY_WORDS` (12) consecutive words of one of the answer's passages
-  (:func:`preqrag.answering.copied_sentences`), over all answer sentences;
+* ``degenerate_share``: answers :func:`preqrag.components.answering.degenerate` flags;
+* ``copied_sentence_share``: answer sentences (:func:`preqrag.core.text.split_sentences`) holding
+  :data:`preqrag.components.answering.COPY_WORDS` (12) consecutive words of one of the answer's passages
+  (:func:`preqrag.components.answering.copied_sentences`), over all answer sentences;
 * ``cited_sentence_share``: of the sentences a citing generator reports (``cir``, ``ginger``:
   ``Trace.citations``, one entry per sentence it wrote), the share citing a passage, else null;
 * ``llm_seconds_per_question`` and ``llm_calls_per_question`` (``answers.run.json``: seconds inside
@@ -40,9 +40,9 @@ from pathlib import Path
 from _common import describe, machine, placeholders
 from presets import token_f1
 
-from preqrag.answering import copied_sentences, degenerate
-from preqrag.io import atomic_write_text
-from preqrag.text import split_sentences
+from preqrag.components.answering import copied_sentences, degenerate
+from preqrag.core.io import atomic_write_text
+from preqrag.core.text import split_sentences
 
 
 NOTE = ("Token F1 and ROUGE-L against the reference answers; copied: answer sentences holding 12 consecutive words "

@@ -22,7 +22,7 @@ with a capable LLM, and the docs say so.
 ``--retrieval-only`` skips generation (retrieval columns and seconds only). ``--head N`` keeps
 the first N questions of the fixed-seed sample (a nested subset: answer-level rows on the first
 50 of the sample of 500 see only questions the retrieval rows saw). Besides the presets of
-:mod:`preqrag.presets`, ``--presets`` takes the baselines in :data:`BASELINES` (plain BM25 on
+:mod:`preqrag.core.presets`, ``--presets`` takes the baselines in :data:`BASELINES` (plain BM25 on
 the raw question), so the ladder's "never worse than BM25" check is in the same file. Rows
 merge into an existing output file by (name, label); each row keeps its own command and machine.
 docs/results/<out>.md shows the file (``python bench/results.py``).
@@ -43,9 +43,9 @@ from pathlib import Path
 
 from _common import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.io import atomic_write_text, read_questions  # noqa: E402
-from preqrag.pipeline import Pipeline  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.run.pipeline import Pipeline  # noqa: E402
 
 
 NOTE = ("Each row's machine says where it ran; rows without one come from an earlier session's 2-core AMD EPYC "
@@ -134,8 +134,8 @@ def classifier_row(questions, cfg, label: str, command: str) -> dict:
     """The LLM classifier (``classifier.name = "llm"``, the configured LLM) on ``questions``:
     accuracy on gold single (one gold document) and multi (two) questions, parse fallbacks (the
     rules decided) and seconds per question."""
-    from preqrag.classifiers.llm import LLMClassifier
-    from preqrag.llm import load_llm
+    from preqrag.components.classifiers.llm import LLMClassifier
+    from preqrag.models.llm import load_llm
 
     llm = load_llm(cfg.llm, cfg.run.cache_dir)
     getattr(llm, "warm_up", lambda: None)()

@@ -30,15 +30,15 @@ from _common import machine, placeholders  # noqa: E402
 # (category, is model inference, substrings any of which must occur in the stack), first match wins
 CATEGORIES = [
     ("LLM inference (llama.cpp)", True, ["create_chat_completion", "chat.completions.create"]),
-    ("cross-encoder inference (onnxruntime)", True, ["run_batch (preqrag/onnx_runtime.py"]),
+    ("cross-encoder inference (onnxruntime)", True, ["run_batch (preqrag/models/onnx_runtime.py"]),
     ("embedder inference", True, ["SentenceTransformer.encode", "encode (sentence_transformers"]),
-    ("imports and model/index loading", False, ["_find_and_load", "_load (preqrag", "Index.open", "open (preqrag/index.py",
+    ("imports and model/index loading", False, ["_find_and_load", "_load (preqrag", "Index.open", "open (preqrag/index/embedded.py",
                                                 "from_config", "Llama.__init__", "load_session"]),
-    ("reranker tokenisation", False, ["score (preqrag/rerankers/onnx.py"]),
+    ("reranker tokenisation", False, ["score (preqrag/models/rerankers/onnx.py"]),
     ("BM25", False, ["preqrag/retrieval/bm25.py"]),
     ("FAISS search", False, ["search_vectors"]),
     ("classification", False, ["classify ("]),
-    ("prompt building / token counting", False, ["preqrag/generation.py", "count_tokens"]),
+    ("prompt building / token counting", False, ["preqrag/components/generation.py", "count_tokens"]),
     ("rewrite parsing", False, ["preqrag/systems/preqrag/rewriting.py"]),
     ("writing answers/traces", False, ["append_jsonl", "atomic_write", "model_dump"]),
 ]

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from _common import describe, machine, placeholders  # noqa: E402
 
-from preqrag.io import atomic_write_text  # noqa: E402
+from preqrag.core.io import atomic_write_text  # noqa: E402
 
 OUT = Path(__file__).resolve().parent.parent / "docs" / "bench" / "prompt_lookup.json"
 NOTE = ("The answer step's prompts (default generator, bench contexts) answered greedily by llama-cpp-python, with "
@@ -53,9 +53,9 @@ def main(argv=None) -> None:
     from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    from preqrag.llm.llama_build import load_backends
-    from preqrag.registry import resolve
-    from preqrag.threads import cpu_threads
+    from preqrag.models.llm.llama_build import load_backends
+    from preqrag.models.files import resolve
+    from preqrag.models.threads import cpu_threads
 
     load_backends()
     path = resolve(args.model).location

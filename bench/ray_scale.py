@@ -4,15 +4,15 @@
         --questions ../shared/liverag-bench/dev.jsonl --run-limit 24 -o docs/bench/ray.json
 
 For each worker count W: a local Ray with W CPUs (``ray.init(num_cpus=W)``) builds the first
-``--docs`` documents in W shards (:func:`preqrag.distributed.build_index_ray`, default
+``--docs`` documents in W shards (:func:`preqrag.run.distributed.build_index_ray`, default
 configuration), and records passages per second per worker (a shard's passages / its seconds),
 the shard phase and merge seconds, each worker's peak RSS (``ru_maxrss`` of the worker process,
 from the shard manifest) and the driver's. Then ``--run-limit`` questions are answered by W
-actors (:class:`preqrag.distributed.RayExecutor`; the default preset, hybrid, with SmolLM2
+actors (:class:`preqrag.run.distributed.RayExecutor`; the default preset, hybrid, with SmolLM2
 answers of at most 32 tokens: ``RUN_OVERRIDES``) over the index built with W=1, and
 questions/hour recorded (model loading in the actors timed apart). A run entry of ``--workers``
 may be ``WxC``: W actors of C CPUs each (a local Ray with W·C CPUs; each actor's models then use C
-threads, :func:`preqrag.threads.cpu_threads`, recorded as ``threads_per_actor`` as an actor reports it;
+threads, :func:`preqrag.models.threads.cpu_threads`, recorded as ``threads_per_actor`` as an actor reports it;
 code before that sizing used the machine's cores), e.g. ``--workers 1,2,1x2``. With ``--index IDX`` no
 build runs: the run rows use IDX. A build made by the CLI is recorded with ``--record-build``:
 
@@ -39,8 +39,8 @@ from pathlib import Path
 
 from _common import corpus_head, machine, placeholders  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.io import atomic_write_text  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.core.io import atomic_write_text  # noqa: E402
 
 FINEWEB_PASSAGES = 40_000_000
 """FineWeb-10BT's passages at 512 MiniLM tokens, approximately (docs/scale.md)."""
@@ -76,8 +76,8 @@ def main(argv=None) -> int:
 
     import ray
 
-    from preqrag.distributed import RayExecutor, build_index_ray
-    from preqrag.runner import run_questions
+    from preqrag.run.distributed import RayExecutor, build_index_ray
+    from preqrag.run.runner import run_questions
 
     work = args.workdir or Path(f"/tmp/ray_scale_{int(time.time())}")
     work.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
             t = time.perf_counter()
             with RayExecutor(first_index, run_cfg, w, cpus_per_worker=c) as ex:
                 load = time.perf_counter() - t
-                try:  # what the actors' models use; code before preqrag.threads sized them by the machine
+                try:  # what the actors' models use; code before preqrag.models.threads sized them by the machine
                     threads = ray.get(ex.actors[0].threads.remote())
                 except AttributeError:
                     threads = "machine's cores"

@@ -78,7 +78,7 @@ def sha256(path: Path) -> str:
 
 def config_sha256(config: str | None) -> str:
     """sha256 of the resolved configuration (every setting, defaults included) as sorted JSON."""
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
 
     data = load_config(config).model_dump(mode="json")
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
@@ -179,7 +179,7 @@ def step_throughput(a, idx: Path, work: Path) -> list[dict]:
 def readme_table(rows: list[dict], what: dict[str, str] | None = None) -> list[str]:
     """The README presets table from the retrieval rows; ``what``: preset -> its description
     (kept from the table being replaced)."""
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
 
     what, default = what or {}, load_config(None).pipeline
     lines = ["| preset | what | single hit@10 | multi recall@10 | retrieval s/question | LLM |",
@@ -210,7 +210,7 @@ def write_readme(path: Path, rows: list[dict]) -> None:
         raise SystemExit(f"{path}: no {MARK_BEGIN} ... {MARK_END} block to rewrite")
     head, rest = text.split(MARK_BEGIN, 1)
     block, tail = rest.split(MARK_END, 1)
-    from preqrag.io import atomic_write_text
+    from preqrag.core.io import atomic_write_text
 
     table = readme_table(rows, _descriptions(block))
     atomic_write_text(path, head + MARK_BEGIN + "\n" + "\n".join(table) + "\n" + MARK_END + tail)
@@ -258,7 +258,7 @@ def main(argv=None) -> int:
     data["rows"] = [r for r in data["rows"] if (r.get("name"), r.get("label")) not in keep] + rows
     data["note"] = ("Inputs are content hashes: corpus, question files, the index's manifest.json and the resolved "
                     "configuration (sorted JSON of every setting). Commands are as run, from the repository root.")
-    from preqrag.io import atomic_write_text
+    from preqrag.core.io import atomic_write_text
 
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")

@@ -1,5 +1,5 @@
 """Requantize a GGUF model to another llama.cpp type with llama-cpp-python's own
-``llama_model_quantize`` (:func:`preqrag.llm.llamacpp.requantize`; the input may already be
+``llama_model_quantize`` (:func:`preqrag.models.llm.llamacpp.requantize`; the input may already be
 quantized), e.g. the installed Qwen2.5-Coder-1.5B Q4_K_M to Q4_0 for bench/llama_speed.py and bench/answers.py
 (docs/models.md: a second lossy 4-bit rounding, measured, not shipped).
 
@@ -19,7 +19,7 @@ def main() -> int:
     ap.add_argument("--type", default="Q4_0", help="llama.cpp file type: LLAMA_FTYPE_MOSTLY_<TYPE> (Q4_0, Q8_0, ...)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
-    from preqrag.llm.llamacpp import requantize
+    from preqrag.models.llm.llamacpp import requantize
 
     t0 = time.perf_counter()
     try:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from _common import md_table  # bench/_common.py: the script's folder is on sys.path
 
-from preqrag.config import renamed_tables
+from preqrag.core.config import renamed_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH_JSON = ROOT / "docs" / "bench"
@@ -184,7 +184,7 @@ def _script_of(stem: str, rows: list[dict], meta: dict) -> str | None:
 def _comparable(field: str, value):
     """A key field's value as rows are matched on it: a ``config`` dict (a pipeline configuration) with
     its tables under their current names (``[reranker]`` is ``[cross_encoder]``:
-    :func:`preqrag.config.renamed_tables`), so that a row written before a rename and one after it
+    :func:`preqrag.core.config.renamed_tables`), so that a row written before a rename and one after it
     of the same settings are one configuration. The page still shows each row as it was written."""
     if field != "config" or not isinstance(value, dict):
         return value

@@ -124,8 +124,8 @@ def run_child(args: list[str], out_json: Path | None = None) -> tuple[dict | Non
 
 def child_build(corpus: str, index: str, config: str) -> None:
     """Child: the production build (same code as `preqrag index`), manifest + own peak RSS."""
-    from preqrag.config import load_config
-    from preqrag.index import build_index
+    from preqrag.core.config import load_config
+    from preqrag.index.embedded import build_index
 
     m = build_index(corpus, index, load_config(config))
     print(json.dumps({"manifest": m, "_peak_rss_mb": peak_mb()}))
@@ -135,7 +135,7 @@ def type_config(kind: str, dim: int):
     """The IndexConfig of a row's dense type: ``flat``, ``hnsw``, ``hnsw-sq8``, ``ivf-sq8``, ``ivf-pq``, or
     a lossy type with ``+rflat`` (``refine = "flat"``). PQ: the default 48 sub-quantisers, or the largest
     count that divides ``dim`` (32 for WordLlama's 256)."""
-    from preqrag.config import IndexConfig
+    from preqrag.core.config import IndexConfig
 
     base, _, refine = kind.partition("+")
     pq_m = max(m for m in range(1, 49) if dim % m == 0)
@@ -155,8 +155,8 @@ def child_dense(vectors_dir: str, out: str, kind: str) -> None:
 
 def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_file: str) -> None:
     """Child: open, query, report latencies, top-10 ids and memory."""
-    from preqrag.config import load_config
-    from preqrag.index import Index
+    from preqrag.core.config import load_config
+    from preqrag.index.embedded import Index
     from preqrag.retrieval.dense import DenseRetriever
 
     qs = json.loads(Path(queries_file).read_text())
@@ -221,8 +221,8 @@ def child_serve(index: str, config: str, faiss_path: str, kind: str, queries_fil
 def real_encoder_rate(source: Path, n: int) -> dict:
     import pyarrow.parquet as pq
 
-    from preqrag.config import load_config
-    from preqrag.encoders import load_encoder
+    from preqrag.core.config import load_config
+    from preqrag.models.encoders import load_encoder
 
     cfg = load_config(None)
     texts = pq.read_table(source / "passages.parquet", columns=["text"]).column("text").to_pylist()[:n]
@@ -266,7 +266,7 @@ def main(argv=None) -> int:
     if not args.source:
         ap.error("--source is required")
 
-    from preqrag.io import atomic_write_text, read_questions
+    from preqrag.core.io import atomic_write_text, read_questions
 
     source, work = Path(args.source), Path(args.workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -345,7 +345,7 @@ def main(argv=None) -> int:
 
 def note(data: dict) -> str:
     """What the rows and sections mean (written into the JSON; docs/results/scale.md shows it)."""
-    from preqrag.config import IndexConfig
+    from preqrag.core.config import IndexConfig
 
     c, rows = IndexConfig(), data["rows"]
     text = (f"Vectors: {rows[-1]['embedder'] if rows else 'wordllama'} (static; see the docstring of bench/scale.py); "

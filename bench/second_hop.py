@@ -30,11 +30,11 @@ from pathlib import Path
 
 from _common import add_dev_sample_args, dev_sample, machine, placeholders
 
-from preqrag.config import load_config
-from preqrag.fusion.interleave import interleave
-from preqrag.index import Index
-from preqrag.records import doc_of, docs_in_order
-from preqrag.io import atomic_write_text
+from preqrag.core.config import load_config
+from preqrag.components.fusion.interleave import interleave
+from preqrag.index.embedded import Index
+from preqrag.core.records import doc_of, docs_in_order
+from preqrag.core.io import atomic_write_text
 from preqrag.retrieval.bm25 import tokenize
 
 

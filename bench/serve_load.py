@@ -43,8 +43,8 @@ from pathlib import Path
 
 from _common import free_port, http_post, machine, pct, wait_ready  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO.parent / "shared" / "liverag-bench"

@@ -41,7 +41,7 @@ from pathlib import Path
 from _common import machine, pct  # noqa: E402
 from _common import free_port, http_post, wait_ready  # noqa: E402
 
-from preqrag.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO.parent / "shared" / "liverag-bench"

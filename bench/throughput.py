@@ -4,8 +4,8 @@ Runs the real command ``preqrag run QUESTIONS --index IDX -o OUT [--config CFG]`
 subprocess, measures its wall time from launch to exit (Python start-up, index opening
 and model loading included), and combines it with what the run recorded:
 
-* ``OUT.run.json`` (preqrag.runner): seconds inside model inference by kind (embedder,
-  cross-encoder, LLM; see preqrag.timing);
+* ``OUT.run.json`` (preqrag.run.runner): seconds inside model inference by kind (embedder,
+  cross-encoder, LLM; see preqrag.core.timing);
 * ``OUT.traces.jsonl``: per-question seconds of every stage.
 
 Reported: ``questions_per_hour`` (answered questions / wall hours),
@@ -34,9 +34,9 @@ from pathlib import Path
 
 from _common import machine, stage_means  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.io import atomic_write_text  # noqa: E402
-from preqrag.runner import sidecar, stats_path  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.core.io import atomic_write_text  # noqa: E402
+from preqrag.run.runner import sidecar, stats_path  # noqa: E402
 
 
 def main(argv=None) -> int:

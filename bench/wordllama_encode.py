@@ -1,5 +1,5 @@
 """WordLlama passage encoding: wordllama's own ``WordLlamaInference.embed`` against preqrag's encoder
-(a sparse token-count matrix times the table, ``preqrag.encoders.wordllama``) on the same passages.
+(a sparse token-count matrix times the table, ``preqrag.models.encoders.wordllama``) on the same passages.
 
 Both are run alone, one after the other, each on every passage once after a warm-up batch; reports
 passages per second for each and the largest absolute difference between their vectors (the two
@@ -32,9 +32,9 @@ def main(argv=None) -> int:
 
     import pyarrow.parquet as pq
 
-    from preqrag.config import EmbedderConfig
-    from preqrag.encoders import load_encoder
-    from preqrag.io import atomic_write_text
+    from preqrag.core.config import EmbedderConfig
+    from preqrag.models.encoders import load_encoder
+    from preqrag.core.io import atomic_write_text
 
     texts: list[str] = []
     for batch in pq.ParquetFile(args.passages).iter_batches(batch_size=4096, columns=["text"]):

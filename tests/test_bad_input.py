@@ -10,10 +10,10 @@ import re
 import pytest
 
 from conftest import TEST_OVERRIDES, config_toml, run_cli
-from preqrag.config import load_config
-from preqrag.generation import build_prompt, fit_prompt
-from preqrag.io import iter_corpus, read_questions
-from preqrag.preflight import check_models
+from preqrag.core.config import load_config
+from preqrag.components.generation import build_prompt, fit_prompt
+from preqrag.core.io import iter_corpus, read_questions
+from preqrag.models.preflight import check_models
 
 FAST = {**TEST_OVERRIDES, "rewriter": {"name": "none"}, "cross_encoder": {"name": "none"},
         "generator": {"name": "extractive"}}
@@ -123,8 +123,8 @@ def test_run_with_unavailable_reranker_exits_2_before_answering(tmp_path, small_
 
 @pytest.fixture(scope="module")
 def smollm2():
-    from preqrag.config import LLMConfig
-    from preqrag.llm.llamacpp import LlamaCppLLM
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.llm.llamacpp import LlamaCppLLM
 
     return LlamaCppLLM(LLMConfig(n_ctx=1024))
 

@@ -1,4 +1,4 @@
-"""Continuous batching on llama.cpp (preqrag.llm.batching) with the tests' SmolLM2 (real model,
+"""Continuous batching on llama.cpp (preqrag.models.llm.batching) with the tests' SmolLM2 (real model,
 real engine): batched replies are well formed and match the sequential path, a request that
 cannot run fails alone, grammars hold per sequence, a call deadline cuts a batch cleanly."""
 
@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from preqrag.config import LLMConfig
-from preqrag.stages import LLMError
+from preqrag.core.config import LLMConfig
+from preqrag.core.contracts import LLMError
 
 pytest.importorskip("llama_cpp")
 
@@ -26,7 +26,7 @@ def _chat(q: str) -> list[dict]:
 def pair():
     """The same model twice: sequential (n_parallel = 1) and batched (2 slots, so that 5
     requests make sequences join as others leave)."""
-    from preqrag.llm.llamacpp import LlamaCppLLM
+    from preqrag.models.llm.llamacpp import LlamaCppLLM
 
     seq = LlamaCppLLM(LLMConfig(n_ctx=1024, n_parallel=1))
     bat = LlamaCppLLM(LLMConfig(n_ctx=1024, n_parallel=2, parallel_ctx=512))

@@ -16,7 +16,7 @@ import bm25s
 import numpy as np
 import pytest
 
-from preqrag.config import BM25Config
+from preqrag.core.config import BM25Config
 from preqrag.retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts, tokenize
 
 BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "liverag-bench")
@@ -120,7 +120,7 @@ def test_auto_backend_numba_from_a_million_passages(passages, tmp_path):
     figures were measured on, numba from :data:`AUTO_NUMBA_PASSAGES` up (issue 24's BM25 latency
     target at 5M), and ``[index]``'s default is ``auto``."""
     pytest.importorskip("numba")
-    from preqrag.config import IndexConfig
+    from preqrag.core.config import IndexConfig
     from preqrag.retrieval.bm25 import AUTO_NUMBA_PASSAGES, resolve_backend
 
     assert IndexConfig().bm25_backend == "auto"
@@ -138,7 +138,7 @@ def test_stream_build_is_reproducible_across_processes(tmp_path):
     import subprocess
     import sys
 
-    code = ("import sys, gzip, json; from preqrag.config import BM25Config; "
+    code = ("import sys, gzip, json; from preqrag.core.config import BM25Config; "
             "from preqrag.retrieval.bm25 import build_bm25; "
             "t = [json.loads(l)['text'] for l in gzip.open(sys.argv[1], 'rt')][:150]; "
             "build_bm25(t, BM25Config(), sys.argv[2], batch_passages=40)")

@@ -5,15 +5,15 @@ import json
 
 import numpy as np
 
-from preqrag.cache import KVStore, content_key
-from preqrag.encoders import load_encoder
-from preqrag.encoders.cache import CachedEncoder
-from preqrag.io import read_questions
-from preqrag.pipeline import Pipeline
-from preqrag.rerankers import load_reranker
-from preqrag.rerankers.cache import CachedReranker, RecentScores
-from preqrag.runner import run_questions, sidecar
-from preqrag.timing import model_calls
+from preqrag.core.cache import KVStore, content_key
+from preqrag.models.encoders import load_encoder
+from preqrag.models.encoders.cache import CachedEncoder
+from preqrag.core.io import read_questions
+from preqrag.run.pipeline import Pipeline
+from preqrag.models.rerankers import load_reranker
+from preqrag.models.rerankers.cache import CachedReranker, RecentScores
+from preqrag.run.runner import run_questions, sidecar
+from preqrag.core.timing import model_calls
 
 
 def test_kv_store_roundtrip_and_counts(tmp_path):

@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
-from preqrag.chunking import Chunker
+from preqrag.index.chunking import Chunker
 
 BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "liverag-bench")
 
 
 def _tokenizers():
-    from preqrag.registry import resolve
+    from preqrag.models.files import resolve
 
     out = {"minilm": Tokenizer.from_file(str(Path(resolve("sentence-transformers/all-MiniLM-L6-v2").location)
                                              / "tokenizer.json"))}

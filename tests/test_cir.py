@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from conftest import TEST_OVERRIDES, config_toml, run_cli
-from preqrag.config import GeneratorConfig, load_config
+from preqrag.core.config import GeneratorConfig, load_config
 from preqrag.systems.cir import CIRConfig
 from preqrag.systems.cir.generator import (EXPERTISE_PROMPTS, CIRGenerator, build_cir_prompt, parse_cir_answer,
                                     resolve_expertise)
-from preqrag.records import LiveRAGAnswer, Ranking, Trace
+from preqrag.core.records import LiveRAGAnswer, Ranking, Trace
 from preqrag.systems.cir.mmr import MMRStep, jaccard, load_mmr_step, minmax, mmr_order
-from preqrag.stages import LLMError
+from preqrag.core.contracts import LLMError
 
 
 # ---------------------------------------------------------------- MMR, hand-computed
@@ -105,7 +105,7 @@ def test_mmr_step_rejects_bad_settings():
         MMRStep(0.5, "jaccard", 20)
     with pytest.raises(ValueError, match="mmr.lambda_"):
         load_config(None, {"mmr": {"lambda_": 2}})  # the config validates too
-    from preqrag.config import ConfigError
+    from preqrag.core.config import ConfigError
 
     with pytest.raises(ConfigError):
         load_config(None, {"mmr": {"similarity": "dice"}})
@@ -114,7 +114,7 @@ def test_mmr_step_rejects_bad_settings():
 def test_mmr_step_on_small_index(small_index):
     """Real data: the vectors read back from FAISS are the embedder's passage vectors; both
     similarities give a permutation of the head; λ = 1 keeps the input order."""
-    from preqrag.index import Index
+    from preqrag.index.embedded import Index
 
     cfg = load_config(None, {**TEST_OVERRIDES, "mmr": {"top_j": 10}})
     index = Index.open(small_index, cfg)
@@ -238,8 +238,8 @@ def test_generator_caps_answer_at_max_words():
 def test_pipeline_maps_citations_and_fallbacks_to_the_trace(small_index):
     """Through the pipeline: 1-based numbers → passage ids, removed count and generator
     fallbacks in the trace; question extras reach the generator."""
-    from preqrag.pipeline import Pipeline
-    from preqrag.records import Question
+    from preqrag.run.pipeline import Pipeline
+    from preqrag.core.records import Question
 
     reply = json.dumps({"sentences": [{"text": "S1.", "ids": [2, 1, 99]}]})
     llm = FakeLLM([reply, "junk"])
@@ -294,7 +294,7 @@ def test_cir_preset_end_to_end_cli(small_index, small_corpus, tmp_path):
 
 
 def test_copied_sentences_counts_twelve_shared_words():
-    from preqrag.answering import copied_sentences
+    from preqrag.components.answering import copied_sentences
 
     passage = ("Consider intermittent instead of continuous fillets - not all fillet welds need to be continuous, "
                "especially when welding stiffeners.")

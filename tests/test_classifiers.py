@@ -14,16 +14,16 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from preqrag.classifiers import (
+from preqrag.components.classifiers import (
     CombinedClassifier, LearnedClassifier, LLMClassifier, RulesClassifier,
     estimate_n_sub_questions, is_multi_by_rules, load_classifier,
 )
-from preqrag.commands.classifiers import register
-from preqrag.classifiers.llm import parse_reply
-from preqrag.classifiers.model import BUNDLED_MODEL, QuestionTypeModel
-from preqrag.classifiers.train import fit_tuned, export_model, load_labelled, train_model
-from preqrag.config import load_config
-from preqrag.stages import Classifier, LLMError, chat_each
+from preqrag.cli.commands.classifiers import register
+from preqrag.components.classifiers.llm import parse_reply
+from preqrag.components.classifiers.model import BUNDLED_MODEL, QuestionTypeModel
+from preqrag.components.classifiers.train import fit_tuned, export_model, load_labelled, train_model
+from preqrag.core.config import load_config
+from preqrag.core.contracts import Classifier, LLMError, chat_each
 
 from _bench import DEV, SMOKE, bench_file
 
@@ -295,8 +295,8 @@ def test_estimate_n_sub_questions_bounds():
 
 def test_llm_and_combined_classifiers_with_the_real_bundled_llm():
     """SmolLM2-135M in-process: every question gets a valid class; a fallback is recorded, never guessed."""
-    from preqrag.classifiers import load_classifier
-    from preqrag.config import load_config
+    from preqrag.components.classifiers import load_classifier
+    from preqrag.core.config import load_config
 
     questions = ["What is the boiling point of water at sea level?",
                  "How do welding positions and hand techniques compare for optimal welding results?"]

@@ -1,6 +1,6 @@
 """Every command's ``--help`` shows its help texts whole: typer renders help as Rich markup, which
 ate bracketed words ("with [n] markers" showed as "with  markers", "[index] backend" and "[llm]" as
-nothing). :class:`preqrag.cli_common.PlainHelpGroup` escapes them; these tests render the help of
+nothing). :class:`preqrag.cli.common.PlainHelpGroup` escapes them; these tests render the help of
 every command and sub-command and compare it with the raw help strings of the source."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from preqrag import cli_common
-from preqrag.cli import app
+from preqrag.cli import common as cli_common
+from preqrag.cli.app import app
 
 WIDE = {"COLUMNS": "200", "TERMINAL_WIDTH": "200"}
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")

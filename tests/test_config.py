@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from preqrag.config import ConfigError, PipelineConfig, load_config, renamed_tables
+from preqrag.core.config import ConfigError, PipelineConfig, load_config, renamed_tables
 
 OLD_NAME = r"\[reranker\] is now \[cross_encoder\]"
 
@@ -58,7 +58,7 @@ def test_stored_configurations_are_renamed_without_a_warning(recwarn):
 
 def test_a_component_reading_the_old_table_name_reads_the_new_one():
     """Else ``Pipeline.derive`` would compare a table no configuration has, and never rebuild it."""
-    from preqrag.components import _REGISTRY, register
+    from preqrag.components.registry import _REGISTRY, register
 
     with pytest.warns(FutureWarning, match=r"reads \[reranker\], which is now \[cross_encoder\]"):
         register("fusion", "old-reads-test", reads=("fusion", "reranker"))(lambda ctx: None)
@@ -74,7 +74,7 @@ def test_help_texts_name_only_what_exists():
     import importlib
     import re
 
-    from preqrag.config import config_reference
+    from preqrag.core.config import config_reference
 
     text = config_reference(None, "core") + config_reference(None, "systems")
     missing = []

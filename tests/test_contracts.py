@@ -48,7 +48,7 @@ def test_a_system_registered_outside_the_package_runs_through_preqrag_run(tmp_pa
                 ["run", qfile, "--index", small_index, "-o", out, "--config", cfg],
                 ["config", "--config", cfg],
                 ["run", qfile, "--index", small_index, "-o", tmp_path / "b.jsonl", "--config", typo]]
-    driver = ("import json, sys\nfrom typer.testing import CliRunner\nfrom preqrag.cli import app\n"
+    driver = ("import json, sys\nfrom typer.testing import CliRunner\nfrom preqrag.cli.app import app\n"
               "out = []\nfor args in json.loads(sys.argv[1]):\n"
               "    r = CliRunner().invoke(app, args)\n"
               "    out.append([r.exit_code, r.stdout, r.stderr])\n"
@@ -77,10 +77,10 @@ def test_a_system_registered_outside_the_package_runs_through_preqrag_run(tmp_pa
 
 
 def test_derive_rebuilds_the_components_whose_settings_changed(small_index):
-    from preqrag.config import load_config
-    from preqrag.fusion import RRFFusion, UnionFusion
-    from preqrag.pipeline import Pipeline
-    from preqrag.records import Question
+    from preqrag.core.config import load_config
+    from preqrag.components.fusion import RRFFusion, UnionFusion
+    from preqrag.run.pipeline import Pipeline
+    from preqrag.core.records import Question
 
     cfg = load_config(None, {"pipeline": "hybrid", "cross_encoder": {"depth": 8, "max_length": 128},
                              "rerank": {"chain": ["cross-encoder", "mmr", "bm25-prune"]},
@@ -116,7 +116,7 @@ def test_derive_rebuilds_the_components_whose_settings_changed(small_index):
 
 
 def test_bm25_filters_keep_only_the_allowed_passages(small_index, small_corpus, test_config):
-    from preqrag.index import Index
+    from preqrag.index.embedded import Index
 
     index = Index.open(small_index, test_config)
     n = len(index.passage_ids)
@@ -140,27 +140,6 @@ def test_bm25_filters_keep_only_the_allowed_passages(small_index, small_corpus, 
 
 
 # ------------------------------------------------------------------ the import graph
-LAYERS: list[tuple[str, ...]] = [
-    # 0. records, contracts, configuration and its presets (data), text and file helpers
-    ("records", "stages", "config", "presets", "text", "timing", "io", "candidates", "cache", "onnx_runtime",
-     "threads"),
-    # 1. the component registry; models and stores: model resolution, LLM backends, encoders, cross-encoders, passages
-    ("components", "model_install", "registry", "llm", "encoders", "passages", "chunking", "preflight"),
-    # 2. indexes, retrievers, rerankers
-    ("retrieval", "rerankers", "citations", "fusion", "index", "milvus", "backends", "shards"),
-    # 3. the systems' components and the evaluation
-    ("classifiers", "rewriting", "generation", "selection", "answering", "systems", "learned", "evaluation", "trec"),
-    # 4. the pipeline
-    ("pipeline",),
-    # 5. what runs pipelines: the run loop, the deadline controller, the API, Ray builds and runs
-    ("runner", "deadline", "serve", "distributed"),
-    # 6. the command line and how it shows an answer
-    ("cli", "commands", "cli_common", "display"),
-]
-"""preqrag's layers, bottom up: a module imports only from its own layer or below (issue 23);
-``docs/architecture.md`` draws them."""
-
-
 def _unit(module: str) -> str:
     """The layer unit of a module: ``preqrag.x`` or ``preqrag.x.y`` → ``x`` (no exemption: a
     package's every module, its commands included, sits in the package's layer)."""
@@ -211,7 +190,7 @@ def test_systems_stand_alone():
     """Each built-in system (``preqrag.systems.<name>``) imports the core and never another system, and
     no core module imports a system by statement (the core names them once, in ``config.SYSTEMS``,
     and imports them by name): a system can be added or removed as one folder."""
-    from preqrag.config import SYSTEMS
+    from preqrag.core.config import SYSTEMS
 
     def system(module: str) -> str:
         parts = module.split(".")
@@ -224,20 +203,24 @@ def test_systems_stand_alone():
     assert {m.split(".")[2] for m in edges if system(m)} == {s.rpartition(".")[2] for s in SYSTEMS}
 
 
-def test_no_import_cycle_and_no_upward_import():
-    layer = {unit: i for i, units in enumerate(LAYERS) for unit in units}
-    edges = _imports()
-    units = {_unit(m) for m in edges} - {""}
-    assert units <= set(layer), f"modules in no layer: {sorted(units - set(layer))} (add them to LAYERS)"
-    upward = sorted(f"{a} -> {b}" for a, bs in edges.items() for b in bs
-                    if _unit(a) and _unit(b) and layer[_unit(b)] > layer[_unit(a)])
-    assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
-    # cycles between units (a package's own modules may import each other)
+def test_the_layers_are_the_packages():
+    """``preqrag.LAYERS`` names each package of ``src/preqrag`` once, bottom up, and no module sits
+    beside them but ``__init__.py`` (issue 56): a package is a layer; ``docs/architecture.md`` draws them."""
+    from preqrag import LAYERS
+
+    packages = sorted(p.parent.name for p in SRC.glob("*/__init__.py"))
+    assert sorted(LAYERS) == packages and len(set(LAYERS)) == len(LAYERS), (LAYERS, packages)
+    modules = sorted(p.name for p in SRC.glob("*.py") if p.name != "__init__.py")
+    assert not modules, f"modules outside the layer packages: {modules} (move them into one)"
+
+
+def _cycles(edges: dict[str, set[str]], unit) -> list[str]:
+    """Pairs of units (``unit(module)``) that import each other, directly or through others."""
     graph: dict[str, set[str]] = {}
     for a, bs in edges.items():
         for b in bs:
-            if _unit(a) and _unit(b) and _unit(a) != _unit(b):
-                graph.setdefault(_unit(a), set()).add(_unit(b))
+            if unit(a) and unit(b) and unit(a) != unit(b):
+                graph.setdefault(unit(a), set()).add(unit(b))
 
     def reach(start: str) -> set[str]:
         seen, stack = set(), [start]
@@ -248,8 +231,27 @@ def test_no_import_cycle_and_no_upward_import():
                     stack.append(nxt)
         return seen
 
-    cycles = sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if a in reach(b))
+    return sorted(f"{a} <-> {b}" for a in graph for b in graph[a] if a in reach(b))
+
+
+def test_no_import_cycle_and_no_upward_import():
+    """A module imports only from its own layer package or one below it in ``preqrag.LAYERS``; no
+    two packages import each other, nor two modules (or subpackages) of one package."""
+    from preqrag import LAYERS
+
+    layer = {unit: i for i, unit in enumerate(LAYERS)}
+    edges = _imports()
+    units = {_unit(m) for m in edges} - {""}
+    assert units <= set(layer), f"modules in no layer: {sorted(units - set(layer))} (a layer is a package in preqrag.LAYERS)"
+    upward = sorted(f"{a} -> {b}" for a, bs in edges.items() for b in bs
+                    if _unit(a) and _unit(b) and layer[_unit(b)] > layer[_unit(a)])
+    assert not upward, "imports from a higher layer:\n" + "\n".join(upward)
+    cycles = _cycles(edges, _unit)
     assert not cycles, "import cycles:\n" + "\n".join(cycles)
+    # inside a layer package: its modules and subpackages (``preqrag.x.y``) as units
+    inner = {a: {b for b in bs if _unit(b) == _unit(a)} for a, bs in edges.items()}
+    cycles = _cycles(inner, lambda m: ".".join(m.split(".")[:3]) if m.count(".") >= 2 else "")
+    assert not cycles, "import cycles inside a layer package:\n" + "\n".join(cycles)
 
 
 MACHINE_PATH = r"(?<![\w.])/(?:tmp|work|root|home|check|Users)/"
@@ -282,7 +284,7 @@ def test_docs_commands_use_placeholders_not_machine_paths():
 
 
 def test_marker_citations_and_id_mapping():
-    from preqrag.citations import ids_to_numbers, marker_citations, numbers_to_ids
+    from preqrag.components.citations import ids_to_numbers, marker_citations, numbers_to_ids
 
     answer = "Reefs grow slowly [1]. They need light [2, 3]! Nothing cited here. Out of range [7]."
     assert marker_citations(answer, 3) == [("Reefs grow slowly [1].", [1]), ("They need light [2, 3]!", [2, 3])]

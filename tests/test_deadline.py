@@ -15,13 +15,13 @@ from urllib.parse import urlparse
 import pytest
 
 from conftest import TEST_OVERRIDES, TCPProxy, config_toml, run_cli
-from preqrag.config import ConfigError, LLMConfig, load_config
-from preqrag.text import split_sentences
-from preqrag.deadline import (DeadlineController, ExtractiveGenerator, deadline_path, level_overrides,
+from preqrag.core.config import ConfigError, LLMConfig, load_config
+from preqrag.core.text import split_sentences
+from preqrag.run.deadline import (DeadlineController, ExtractiveGenerator, deadline_path, level_overrides,
                               level_pipelines, parse_deadline, resolve_deadline)
-from preqrag.llm.openai_backend import OpenAICompatibleLLM, retry_after_seconds
-from preqrag.records import LiveRAGAnswer
-from preqrag.stages import LLMError
+from preqrag.models.llm.openai_backend import OpenAICompatibleLLM, retry_after_seconds
+from preqrag.core.records import LiveRAGAnswer
+from preqrag.core.contracts import LLMError
 
 NOW = datetime(2026, 11, 22, 8, 0, 0, tzinfo=timezone.utc)
 
@@ -174,7 +174,7 @@ def test_extractive_answer_takes_the_top_passage_sentences_closest_to_the_questi
 @pytest.fixture(scope="module")
 def pipeline(small_index, llm_test_config):
     """One pipeline (the ``preqrag`` preset) for this module's in-process tests, its models loaded once."""
-    from preqrag.pipeline import Pipeline
+    from preqrag.run.pipeline import Pipeline
 
     return Pipeline.from_config(small_index, llm_test_config)
 
@@ -196,9 +196,9 @@ def test_level_pipelines_share_the_loaded_models(pipeline):
 
 def test_deadline_already_passed_answers_everything_extractively(tmp_path, pipeline, small_corpus):
     """No time for any LLM: every question still gets a schema-valid answer, with no LLM call."""
-    from preqrag.deadline import Deadline
-    from preqrag.runner import run_questions, sidecar, stats_path
-    from preqrag.timing import model_calls
+    from preqrag.run.deadline import Deadline
+    from preqrag.run.runner import run_questions, sidecar, stats_path
+    from preqrag.core.timing import model_calls
 
     qfile = tmp_path / "q.jsonl"
     qfile.write_text("".join(json.dumps(q) + "\n" for q in small_corpus[2]) + "{bad line\n")

@@ -10,7 +10,7 @@ import json
 
 from _bench import unavailable
 from conftest import TEST_LLM
-from preqrag.config import DEFAULT_LLM, LLM_MODEL_ENV, LLMConfig, load_config
+from preqrag.core.config import DEFAULT_LLM, LLM_MODEL_ENV, LLMConfig, load_config
 
 
 def test_default_is_qwen_15b_with_sentence_selection_and_the_environment_replaces_it(tmp_path, monkeypatch):
@@ -32,10 +32,10 @@ def test_default_llm_is_installed_and_answers_from_selected_sentences(small_inde
     """One smoke question through the default configuration (``hybrid``, the 1.5B model, sentences
     chosen by the cross-encoder; 128 tokens of them here, 256 by default), as ``preqrag ask`` answers it: a non-degenerate answer, the
     selection recorded in the trace, the three passages kept as the answer's sources."""
-    from preqrag.answering import degenerate
-    from preqrag.model_install import ModelInstallError, verify
-    from preqrag.pipeline import Pipeline
-    from preqrag.records import Question
+    from preqrag.components.answering import degenerate
+    from preqrag.models.install import ModelInstallError, verify
+    from preqrag.run.pipeline import Pipeline
+    from preqrag.core.records import Question
 
     try:
         verify(DEFAULT_LLM)

@@ -22,7 +22,7 @@ import sys
 import pytest
 
 from conftest import config_toml
-from preqrag.answering import degenerate
+from preqrag.components.answering import degenerate
 
 DEMO_TEST_CONFIG = {"embedder": {"name": "wordllama"}, "cross_encoder": {"max_length": 128}}
 """The demo's configuration file in this test: every answer setting left at its default."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from preqrag.config import ConfigError, IndexConfig, load_config
+from preqrag.core.config import ConfigError, IndexConfig, load_config
 from preqrag.retrieval.dense import DenseRetriever, build_faiss, factory_string
 from conftest import corpus_head
 
@@ -127,7 +127,7 @@ def test_config_rejects_unknown_type_and_bad_pq(vectors, tmp_path):
 
 
 def test_build_index_records_the_type_and_open_uses_it(small_corpus, test_config, tmp_path):
-    from preqrag.index import Index, build_index
+    from preqrag.index.embedded import Index, build_index
 
     cfg = test_config.model_copy(update={"index": IndexConfig(dense_index="hnsw", hnsw_m=8)})
     out = tmp_path / "hnsw_index"

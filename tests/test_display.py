@@ -1,4 +1,4 @@
-"""How `preqrag demo` and `preqrag ask` show an answer (preqrag.display): [n] markers on the
+"""How `preqrag demo` and `preqrag ask` show an answer (preqrag.cli.display): [n] markers on the
 sentences a passage supports (the bundled cross-encoder's calibrated attribution), each document
 once, the seconds it took."""
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from preqrag.display import cited_answer, format_answer
+from preqrag.cli.display import cited_answer, format_answer
 
 P1 = ("Moss spreads on lawns by spores carried by wind and water, and by fragments of moss that "
       "break off and root where they land, mostly in shaded and damp parts of the lawn.")
@@ -18,7 +18,7 @@ P3 = "Raking out moss in spring spreads the fragments further unless they are co
 
 @pytest.fixture(scope="module")
 def attributor():
-    from preqrag.citations import load_attributor
+    from preqrag.components.citations import load_attributor
 
     return load_attributor()
 
@@ -61,7 +61,7 @@ def test_without_an_attributor_the_documents_are_still_listed_once():
 
 
 def test_answer_time_is_the_batch_wall_time_and_says_so():
-    from preqrag.display import answer_time, format_answer
+    from preqrag.cli.display import answer_time, format_answer
 
     trace = {"seconds": {"rerank": 0.25, "generate": 2.0},
              "batches": {"rerank": {"size": 4, "seconds": 1.0}, "generate": {"size": 4, "seconds": 8.0}}}

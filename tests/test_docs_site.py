@@ -33,7 +33,7 @@ def test_configuration_reference_page_is_current(monkeypatch):
     default or description must be regenerated (``preqrag config --markdown >
     docs/configuration-reference.md``, ``preqrag config --markdown --systems >
     docs/configuration-systems.md``); every table is on one of them."""
-    from preqrag.config import LLM_MODEL_ENV, config_reference, load_config
+    from preqrag.core.config import LLM_MODEL_ENV, config_reference, load_config
 
     monkeypatch.delenv(LLM_MODEL_ENV, raising=False)  # the shipped defaults, not the suite's SmolLM2
     page = (ROOT / "docs" / "configuration-reference.md").read_text(encoding="utf-8")

@@ -11,15 +11,15 @@ import numpy as np
 import pytest
 
 from conftest import TEST_OVERRIDES, config_toml, run_cli
-from preqrag.config import GeneratorConfig, load_config
+from preqrag.core.config import GeneratorConfig, load_config
 from preqrag.systems.dota.settings import DotaConfig
 from preqrag.systems.dota import BM25PruneStep, DotaRewriter, NamespaceRouter, count_votes, load_topics, parse_boxed
 from preqrag.systems.dota.generation import PROMPT, DotaGenerator, aggregate, build_dota_prompt
 from preqrag.systems.dota.planning import REWRITE_PROMPT, ROUTE_PROMPT, parse_typo_rewrite
 from preqrag.systems.dota.topics import FILE, TOPIC_NAMES, TOPICS
-from preqrag.index import Index
-from preqrag.records import LiveRAGAnswer, Ranking, Trace
-from preqrag.stages import LLMError
+from preqrag.index.embedded import Index
+from preqrag.core.records import LiveRAGAnswer, Ranking, Trace
+from preqrag.core.contracts import LLMError
 
 NS = TOPIC_NAMES
 
@@ -337,7 +337,7 @@ def test_generator_caps_words_and_returns_llm_errors():
 
 def test_generator_answers_from_the_answer_bearing_sentences():
     """With [generator] context_tokens the Fig. 5 prompt holds each passage's sentences that bear
-    on the question (preqrag.selection), and the trace says what was kept."""
+    on the question (preqrag.components.selection), and the trace says what was kept."""
     class LLM:
         name = "fake"
         context_window = 2048
@@ -361,7 +361,7 @@ def test_generator_answers_from_the_answer_bearing_sentences():
 
 # ---------------------------------------------------------------- configuration checks, end to end
 def test_preset_settings_and_routing_needs_dense_retrieval(small_index):
-    from preqrag.pipeline import Pipeline
+    from preqrag.run.pipeline import Pipeline
 
     cfg = load_config(None, pipeline="dota")
     assert cfg.rewriter.name == "dota" and cfg.generator.name == "dota"
@@ -379,8 +379,8 @@ def test_routed_hybrid_restricts_bm25_and_dense_to_the_chosen_parts(small_index,
     """The preset's ``retrieval.use_sparse = true`` with routing (a deviation from the paper's
     dense-only first stage): the plan's namespace filter restricts the BM25 list as well as the
     dense one."""
-    from preqrag.pipeline import Pipeline
-    from preqrag.records import Question
+    from preqrag.run.pipeline import Pipeline
+    from preqrag.core.records import Question
 
     cfg = load_config(None, TEST_OVERRIDES, pipeline="dota")
     llm = ScriptedLLM(lambda m, t, s: vote("Health") if _is_route(m) else rewritten(m[-1]["content"].split("\n")[-1]))
@@ -400,8 +400,8 @@ def test_routing_reads_the_facets_from_the_index_files_and_changes_no_shared_ind
     """The routed rewriter changes nothing the index's users share: it writes the topic assignment
     file, and the index reads its facets from that file, again when the file changes (another
     ``route_parts``, as a derived pipeline may ask)."""
-    from preqrag.pipeline import Pipeline
-    from preqrag.records import Question
+    from preqrag.run.pipeline import Pipeline
+    from preqrag.core.records import Question
 
     cfg = load_config(None, TEST_OVERRIDES, pipeline="dota")
     llm = ScriptedLLM(lambda m, t, s: vote("Health") if _is_route(m) else rewritten(m[-1]["content"].split("\n")[-1]))
@@ -499,12 +499,12 @@ def test_routing_with_real_llm_votes_keeps_the_gold_documents(index, dota_cfg, s
     from preqrag.systems.dota import RoutedDotaRewriter
     from preqrag.systems.dota.planning import route_schema
     from preqrag.systems.dota.topics import PART_FACET
-    from preqrag.llm import load_llm
+    from preqrag.models.llm import load_llm
 
     cfg = dota_cfg.dota.model_copy(update={"route_votes": 2, "route_max_new_tokens": 48,
                                            "rewrite_max_new_tokens": 48, "route_budget": 0.3})
     rewriter = RoutedDotaRewriter(load_llm(dota_cfg.llm), cfg, index, route=True)
-    from preqrag.records import QueryPlan, SubQuery
+    from preqrag.core.records import QueryPlan, SubQuery
 
     qs = small_corpus[2][:1] + small_corpus[2][3:5]  # 1 single- and 2 multi-document questions
     texts = [q["question"] for q in qs]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from preqrag.config import ConfigError, load_config
-from preqrag.encoders import load_encoder
+from preqrag.core.config import ConfigError, load_config
+from preqrag.models.encoders import load_encoder
 
 TEXTS = ["Honey never spoils when it is stored sealed.", "The Treaty of Westphalia was signed in 1648."]
 

@@ -15,12 +15,12 @@ from preqrag.evaluation.classification import evaluate_classification, read_pred
 from preqrag.evaluation.judge import (METRICS, judge_answers, judge_is_meaningless, load_judgments,
                                       parse_score, render_prompt, summarise_judgments)
 from preqrag.evaluation.report import MEANINGLESS_JUDGE_NOTE, write_report
-from preqrag.fusion import interleave_ids as interleave
+from preqrag.components.fusion import interleave_ids as interleave
 from preqrag.evaluation.retrieval import (evaluate_retrieval, gold_docs,
                                           per_query_metrics, stage_doc_rankings)
-from preqrag.io import read_questions
-from preqrag.records import Classification, QueryPlan, Ranking, SubQuery, Trace
-from preqrag.stages import LLMError
+from preqrag.core.io import read_questions
+from preqrag.core.records import Classification, QueryPlan, Ranking, SubQuery, Trace
+from preqrag.core.contracts import LLMError
 
 from _bench import BENCH, SMOKE, bench_file
 
@@ -411,7 +411,7 @@ def _write_run(dirpath: Path, traces: list[Trace], questions, failed=()):
 
 
 def test_load_run_and_report_side_by_side(tmp_path, smoke, hand_run):
-    from preqrag.commands.evaluation import evaluate_run
+    from preqrag.cli.commands.evaluation import evaluate_run
 
     a = _write_run(tmp_path / "runA", hand_run["traces"], smoke, hand_run["failed"])
     # runB: everything perfect at the final stage
@@ -464,7 +464,7 @@ def test_cli_eval_command(tmp_path, smoke, hand_run):
     typer = pytest.importorskip("typer")
     from typer.testing import CliRunner
 
-    from preqrag.commands.evaluation import register
+    from preqrag.cli.commands.evaluation import register
 
     app = typer.Typer()
     register(app)
@@ -503,8 +503,8 @@ def _doc_texts(ids: set[str]) -> dict[str, str]:
 
 @pytest.mark.slow  # 10 prompts to the 135M model
 def test_judge_with_real_llm_server(llama_server, tmp_path, smoke, singles):
-    from preqrag.config import LLMConfig
-    from preqrag.llm import load_llm
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.llm import load_llm
 
     qs = singles[:2]  # the reference answer and a refusal (an off-topic answer parses like the reference)
     texts = _doc_texts({gold_docs(q)[0] for q in qs})

@@ -16,10 +16,10 @@ from urllib.parse import urlparse
 import pytest
 
 from conftest import TEST_OVERRIDES, LlamaServer, TCPProxy, config_toml, run_cli
-from preqrag.config import LLMConfig, load_config
-from preqrag.llm.openai_backend import OpenAICompatibleLLM
-from preqrag.pipeline import Pipeline
-from preqrag.runner import run_questions, sidecar, stats_path
+from preqrag.core.config import LLMConfig, load_config
+from preqrag.models.llm.openai_backend import OpenAICompatibleLLM
+from preqrag.run.pipeline import Pipeline
+from preqrag.run.runner import run_questions, sidecar, stats_path
 
 
 def _lines(path):
@@ -54,7 +54,7 @@ def test_llm_server_killed_mid_run_and_restarted(tmp_path, bm25_index, small_cor
     is restarted on the same port. The second batch's generation calls (and their retry) meet a
     dead server, so it fails; the third is answered. The kill and the restart hook into the run's
     progress callback, so the down time is exactly one batch on any machine."""
-    from preqrag import runner
+    from preqrag.run import runner
 
     server = LlamaServer().start()
     try:
@@ -252,7 +252,7 @@ def test_disk_full_during_a_build_then_the_same_command_resumes_to_the_same_inde
 
 KILL_LAUNCH = """
 import sys, time
-import preqrag.index as ix
+import preqrag.index.embedded as ix
 ix.SHARD = int(sys.argv.pop(1))
 save = ix._save_shard
 def _save(path, embeddings):
@@ -260,7 +260,7 @@ def _save(path, embeddings):
     if path.name == "emb_00001.npy":
         time.sleep(600)  # the next shard's encoding, in which the build is killed
 ix._save_shard = _save
-from preqrag.cli import main
+from preqrag.cli.app import main
 sys.argv[0] = "preqrag"
 main()
 """
@@ -275,7 +275,7 @@ def test_build_killed_with_sigkill_during_encoding_resumes_to_the_same_index(tmp
     import os
     import signal
 
-    import preqrag.index as ix
+    import preqrag.index.embedded as ix
 
     corpus, cfg, ref = build_ref
     target, partial = tmp_path / "idx", tmp_path / "idx.partial"

@@ -1,4 +1,4 @@
-"""Fitting the generation prompt to the LLM's window (preqrag.generation.fit_prompt, used by the
+"""Fitting the generation prompt to the LLM's window (preqrag.components.generation.fit_prompt, used by the
 PreQRAG and CIR generators; DoTA's aggregation): the question is never cut while passages can be
 dropped or shortened; passages go from the end (lowest-ranked first) and the kept ones keep their
 numbers. Real smoke passages and questions; token counts from the approximate counter and, where
@@ -14,7 +14,7 @@ import pytest
 
 from conftest import SMOKE_CORPUS, SMOKE_QUESTIONS
 from preqrag.systems.dota.generation import aggregate, build_dota_prompt
-from preqrag.generation import (CHAT_TEMPLATE_MARGIN, MIN_PASSAGE_TOKENS, approx_tokens, build_prompt,
+from preqrag.components.generation import (CHAT_TEMPLATE_MARGIN, MIN_PASSAGE_TOKENS, approx_tokens, build_prompt,
                                 fit_prompt)
 from preqrag.systems.cir.generator import build_cir_prompt, parse_cir_answer
 
@@ -51,8 +51,8 @@ def count(request):
     if request.param is not None:
         return request.param
     pytest.importorskip("llama_cpp")
-    from preqrag.config import LLMConfig
-    from preqrag.llm.llamacpp import LlamaCppLLM
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.llm.llamacpp import LlamaCppLLM
 
     try:
         llm = LlamaCppLLM(LLMConfig(n_ctx=1024))

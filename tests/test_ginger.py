@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import TEST_OVERRIDES
-from preqrag.config import load_config
+from preqrag.core.config import load_config
 from preqrag.systems.ginger.clustering import cluster_nuggets, embed_texts
 from preqrag.systems.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM, GingerGenerator
 from preqrag.systems.ginger.nuggets import (MAX_NUGGETS_PER_PASSAGE, NUGGET_FORMAT, NUGGET_SYSTEM, NUMBERED_FORMAT,
@@ -21,10 +21,10 @@ from preqrag.systems.ginger.pairwise import (CrossEncoderPreference, DuoT5Prefer
                                      sym_sum)
 from preqrag.systems.ginger.rewriting import (ANSWER_SYSTEM, answer_max_tokens, REWRITE_SYSTEM, REWRITES_FORMAT,
                                               GingerRewriter, parse_rewrites)
-from preqrag.index import Index
-from preqrag.records import LiveRAGAnswer, Question, Ranking
-from preqrag.rerankers import load_reranker
-from preqrag.stages import LLMError
+from preqrag.index.embedded import Index
+from preqrag.core.records import LiveRAGAnswer, Question, Ranking
+from preqrag.models.rerankers import load_reranker
+from preqrag.core.contracts import LLMError
 
 
 class ScriptedLLM:
@@ -421,7 +421,7 @@ def test_generator_word_limit(index, small_corpus):
 # ------------------------------------------------------------------ 5. end to end
 @pytest.mark.slow
 def test_ginger_preset_end_to_end(small_index, small_corpus):
-    from preqrag.pipeline import Pipeline
+    from preqrag.run.pipeline import Pipeline
 
     cfg = load_config(None, {**TEST_OVERRIDES, "rewriter": {"max_new_tokens": 24},
                              "generator": {"context_top_k": 2},

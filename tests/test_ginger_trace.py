@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 
 from conftest import TEST_OVERRIDES
-from preqrag.config import load_config
+from preqrag.core.config import load_config
 from preqrag.systems.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM
-from preqrag.records import Trace
+from preqrag.core.records import Trace
 
 
 class ScriptedLLM:
@@ -34,9 +34,9 @@ class ScriptedLLM:
 
 
 def test_ginger_run_writes_generation_details_to_the_trace(small_index, small_corpus, tmp_path):
-    from preqrag.index import Index
-    from preqrag.pipeline import Pipeline
-    from preqrag.runner import run_questions
+    from preqrag.index.embedded import Index
+    from preqrag.run.pipeline import Pipeline
+    from preqrag.run.runner import run_questions
 
     cfg = load_config(None, {**TEST_OVERRIDES, "generator": {"context_top_k": 3},
                              "ginger": {"pairwise_top_k": 4, "max_sentences": 3}}, pipeline="ginger")

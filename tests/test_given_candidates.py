@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from conftest import TEST_OVERRIDES, config_toml, run_cli
-from preqrag.candidates import has_candidates, read_candidates
-from preqrag.config import load_config
-from preqrag.records import LiveRAGAnswer, Question, Trace
+from preqrag.components.candidates import has_candidates, read_candidates
+from preqrag.core.config import load_config
+from preqrag.core.records import LiveRAGAnswer, Question, Trace
 
 RETRIEVAL_STAGES = {"rewrite", "sparse", "dense", "fusion", "rerank", "mmr", "merge", "pairwise", "prune"}
 
@@ -80,7 +80,7 @@ class FakeLLM:
 
 
 def test_cir_pipeline_uses_given_candidates_and_skips_retrieval(small_index, small_corpus):
-    from preqrag.pipeline import Pipeline
+    from preqrag.run.pipeline import Pipeline
 
     cands = _candidates(small_index, small_corpus)
     reply = json.dumps({"sentences": [{"text": "One.", "ids": [2, 1]}, {"text": "Two.", "ids": [3, 4]}]})

@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 
-from preqrag.config import load_config
-from preqrag.index import Index, IndexOpenError, build_index
+from preqrag.core.config import load_config
+from preqrag.index.embedded import Index, IndexOpenError, build_index
 from conftest import corpus_head, run_cli
 
 
@@ -111,7 +111,7 @@ def test_existing_index_is_not_overwritten_by_default(small_index, small_corpus,
 
 def test_interrupted_build_resumes_from_checkpointed_shards(tmp_path, small_corpus, test_config, monkeypatch):
     """A build killed during encoding leaves <index>.partial with finished shards; the re-run reuses them."""
-    import preqrag.index as ix
+    import preqrag.index.embedded as ix
 
     monkeypatch.setattr(ix, "SHARD", 16)
     target = tmp_path / "idx"
@@ -132,7 +132,7 @@ def test_interrupted_build_resumes_from_checkpointed_shards(tmp_path, small_corp
 
     encoded = []
     monkeypatch.setattr(ix, "_save_shard", real_save)
-    from preqrag.encoders import load_encoder
+    from preqrag.models.encoders import load_encoder
 
     encoder_class = type(load_encoder(test_config.embedder))  # ONNX int8 on a CPU, torch on CUDA
     real_encode = encoder_class.encode
@@ -154,7 +154,7 @@ def test_damaged_or_foreign_index_files_are_named_before_the_first_question(smal
     import json
     import shutil
 
-    from preqrag.index import Index, IndexOpenError, build_index
+    from preqrag.index.embedded import Index, IndexOpenError, build_index
 
     other_corpus = tmp_path / "other.jsonl"
     docs = [json.loads(line) for line in open(small_corpus[0], encoding="utf-8")][:3]

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from preqrag.io import append_jsonl, atomic_write_text, iter_corpus, read_jsonl_tolerant, read_questions
+from preqrag.core.io import append_jsonl, atomic_write_text, iter_corpus, read_jsonl_tolerant, read_questions
 from conftest import run_cli
 
 
@@ -77,7 +77,7 @@ def test_fineweb_directory_of_parquet_shards(tmp_path):
     import pyarrow.parquet as pq
     import pytest
 
-    from preqrag.index import file_sha256
+    from preqrag.index.embedded import file_sha256
 
     d = tmp_path / "fineweb" / "sample" / "10BT"
     d.mkdir(parents=True)
@@ -105,7 +105,7 @@ def test_duplicate_ids_found_across_groups_in_bounded_memory(tmp_path, monkeypat
     """The duplicate-id check keeps 8-byte hashes, checked in groups: a duplicate in a later group
     or within one group is still reported with both places, and a hash collision between two
     different ids is not an error."""
-    import preqrag.io as io
+    import preqrag.core.io as io
 
     monkeypatch.setattr(io._SeenIds, "GROUP", 4)
     docs = [{"id": f"d{i}", "text": f"text {i}"} for i in range(10)]
@@ -130,7 +130,7 @@ def test_duplicate_ids_found_across_groups_in_bounded_memory(tmp_path, monkeypat
 def test_unsupported_corpus_formats_are_refused_by_name_and_by_content(tmp_path):
     import gzip
 
-    from preqrag.io import corpus_files
+    from preqrag.core.io import corpus_files
 
     good = b'{"id": "d1", "text": "A reef."}\n'
     cases = {

@@ -13,13 +13,13 @@ import pytest
 from _bench import SMOKE, SMOKE_CORPUS, bench_file
 from typer.testing import CliRunner
 
-from preqrag.config import ConfigError, load_config
-from preqrag.io import read_questions
+from preqrag.core.config import ConfigError, load_config
+from preqrag.core.io import read_questions
 from preqrag.learned.guard import TrainedOnError, check_models, check_traces
 from preqrag.learned.ranker import LearnedRanker, RankerFileError, RankerParams
 from preqrag.learned.train import (baseline_doc_rankings, collect_traces, doc_metrics, fit, folds_of,
                                    learned_doc_rankings, question_groups, training_config)
-from preqrag.pipeline import Pipeline
+from preqrag.run.pipeline import Pipeline
 
 SPARSE = {"pipeline": "hybrid", "retrieval": {"use_dense": False}, "cross_encoder": {"name": "none"},
           "run": {"batch_size": 30}}
@@ -33,7 +33,7 @@ def sparse_index(tmp_path_factory):
     """BM25-only index of the smoke questions' gold documents plus the first 60 other smoke documents."""
     import gzip
 
-    from preqrag.index import build_index
+    from preqrag.index.embedded import build_index
 
     gold = {d for line in open(bench_file(SMOKE), encoding="utf-8") for d in json.loads(line)["gold_doc_ids"]}
     docs, others = [], 0
@@ -62,7 +62,7 @@ def trained(sparse_index, smoke_questions, tmp_path_factory):
     out = tmp_path_factory.mktemp("ranker") / "ranker.json"
     cfg_path = out.with_name("sparse.toml")
     cfg_path.write_text('pipeline = "hybrid"\n[retrieval]\nuse_dense = false\n[cross_encoder]\nname = "none"\n')
-    from preqrag.cli import app
+    from preqrag.cli.app import app
 
     res = CliRunner().invoke(app, ["train-ranker", str(SMOKE), "--index", str(sparse_index), "-o", str(out),
                                    "--config", str(cfg_path), "--num-trees", "30", "--min-data-in-leaf", "1",
@@ -128,7 +128,7 @@ def test_evaluation_refuses_trained_on_questions(trained, sparse_index, smoke_qu
     run.write_text("".join(json.dumps({"id": t.id, "question": q.question, "passages": [], "final_prompt": "",
                                        "answer": "x"}) + "\n" for q, t in zip(smoke_questions, got)))
     run.with_name("answers.traces.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in got))
-    from preqrag.cli import app
+    from preqrag.cli.app import app
 
     res = CliRunner().invoke(app, ["eval", str(run), "--questions", str(SMOKE), "-o", str(tmp_path / "rep")])
     assert res.exit_code == 2 and "used to train the ranker" in res.output and "--allow-trained-on" in res.output
@@ -158,7 +158,7 @@ def test_bad_model_file_gives_a_clear_config_error(trained, tmp_path):
     tampered.write_text(json.dumps(edited))
     with pytest.raises(RankerFileError, match="hash mismatch"):
         LearnedRanker.load(tampered)
-    from preqrag.components import Context, build
+    from preqrag.components.registry import Context, build
 
     cfg = load_config(cfg_path, {"merge": {"name": "learned", "model": str(bad)}})
     with pytest.raises(ConfigError, match="merge.model: .*bad.json"):
@@ -179,9 +179,9 @@ def test_cv_folds_never_share_a_gold_document(smoke_questions):
 def test_train_encoder_changes_weights_and_pulls_positives_closer(small_index, small_corpus, tmp_path):
     from sentence_transformers import SentenceTransformer
 
-    from preqrag.index import IndexOpenError, model_sha256
+    from preqrag.index.embedded import IndexOpenError, model_sha256
     from preqrag.learned.encoder import EncoderParams, mine_pairs, train_encoder
-    from preqrag.registry import resolve
+    from preqrag.models.files import resolve
 
     qs, _ = read_questions(small_corpus[1])
     cfg = training_config(load_config(None, {"pipeline": "hybrid", "cross_encoder": {"name": "none"}}))

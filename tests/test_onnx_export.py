@@ -1,4 +1,4 @@
-"""The default embedder's ONNX int8 backend (preqrag.encoders.onnx_export, issue: dense encoding speed).
+"""The default embedder's ONNX int8 backend (preqrag.models.encoders.onnx_export, issue: dense encoding speed).
 
 One real export (all-MiniLM-L6-v2 → ONNX → int8, ~8 s on 2 cores) is made per module into a fresh
 ``PREQRAG_MODEL_DIR``; the tests check that it is reused and verified by sha256, that damage is
@@ -15,11 +15,11 @@ import logging
 import numpy as np
 import pytest
 
-from preqrag.config import load_config
-from preqrag.encoders import choose_backend, load_encoder, onnx_export_encoder
-from preqrag.encoders import onnx_export as ox
-from preqrag.encoders.onnx import OnnxEncoder, pool
-from preqrag.registry import resolve
+from preqrag.core.config import load_config
+from preqrag.models.encoders import choose_backend, load_encoder, onnx_export_encoder
+from preqrag.models.encoders import onnx_export as ox
+from preqrag.models.encoders.onnx import OnnxEncoder, pool
+from preqrag.models.files import resolve
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -103,7 +103,7 @@ def test_an_export_that_cannot_be_rebuilt_is_reported(cache, monkeypatch):
 
 
 def test_int8_vectors_agree_with_torch_fp32_on_real_texts(cache):
-    from preqrag.encoders.sentence_transformers import SentenceTransformerEncoder
+    from preqrag.models.encoders.sentence_transformers import SentenceTransformerEncoder
 
     texts = real_texts() + ["How does moss spread on lawns?", "treaty of westphalia 1648"]
     cfg = load_config(None).embedder
@@ -146,7 +146,7 @@ def test_mean_pooling_respects_the_attention_mask(cache):
 
 
 def test_default_embedder_runs_on_onnx_on_a_cpu_and_torch_when_asked(monkeypatch):
-    import preqrag.encoders.sentence_transformers as st
+    import preqrag.models.encoders.sentence_transformers as st
 
     model = resolve(MODEL)
     monkeypatch.setattr(st, "cuda_possible", lambda: False)
@@ -166,7 +166,7 @@ def test_default_embedder_runs_on_onnx_on_a_cpu_and_torch_when_asked(monkeypatch
 
 def test_query_cache_keeps_backends_apart(tmp_path, monkeypatch):
     """Query vectors cached by the torch backend are not served by the int8 one (same model name)."""
-    import preqrag.encoders.sentence_transformers as st
+    import preqrag.models.encoders.sentence_transformers as st
 
     monkeypatch.setattr(st, "cuda_possible", lambda: False)
     onnx = load_encoder(load_config(None).embedder, str(tmp_path))

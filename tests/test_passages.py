@@ -9,9 +9,9 @@ import shutil
 import pyarrow.parquet as pq
 import pytest
 
-import preqrag.passages as passages_mod
-from preqrag.index import Index
-from preqrag.passages import ARROW, LOOKUP, PassageStore
+import preqrag.index.passages as passages_mod
+from preqrag.index.embedded import Index
+from preqrag.index.passages import ARROW, LOOKUP, PassageStore
 
 
 def test_store_matches_parquet_and_finds_every_id(small_index):

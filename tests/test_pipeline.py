@@ -5,8 +5,8 @@ import json
 import numpy as np
 import pytest
 
-from preqrag.pipeline import Pipeline
-from preqrag.records import LiveRAGAnswer, Question
+from preqrag.run.pipeline import Pipeline
+from preqrag.core.records import LiveRAGAnswer, Question
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,8 @@ def test_cross_encoder_scores_pairs_alone_and_agrees_with_padded_batches(pipelin
     not depend on the other pairs of the call, and on real smoke passages it ranks as padded batches do."""
     from scipy.stats import spearmanr
 
-    from preqrag.config import CrossEncoderConfig
-    from preqrag.rerankers import load_reranker
+    from preqrag.core.config import CrossEncoderConfig
+    from preqrag.models.rerankers import load_reranker
 
     texts = [pipeline.index.text(pid) for pid in pipeline.index.passage_ids[:12]]
     pairs = [("How does moss spread on lawns?", t) for t in texts]
@@ -92,8 +92,8 @@ def test_failing_generation_is_recorded_not_raised(small_index, llm_test_config)
     """An LLM server that is down: rewriting falls back, generation fails, the question is a recorded failure."""
     import socket
 
-    from preqrag.config import LLMConfig
-    from preqrag.llm import load_llm
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.llm import load_llm
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -109,8 +109,8 @@ def test_failing_generation_is_recorded_not_raised(small_index, llm_test_config)
 def test_rrf_fusion_and_no_reranker_run_end_to_end(pipeline, small_corpus):
     """The pipeline with RRF fusion and no cross-encoder: the final ranking is the RRF of the
     BM25 and dense lists, computed independently here with the paper's formula."""
-    from preqrag.fusion import RRFFusion
-    from preqrag.records import Ranking
+    from preqrag.components.fusion import RRFFusion
+    from preqrag.core.records import Ranking
 
     fused = RRFFusion(k=60).fuse([Ranking(ids=["a", "b", "c"], scores=[3, 2, 1]), Ranking(ids=["c", "a"], scores=[2, 1])])
     assert fused.ids == ["a", "c", "b"]

@@ -4,9 +4,9 @@ relevance model on hand-made documents, and the retriever on the shared smoke in
 import numpy as np
 import pytest
 
-from preqrag.config import ConfigError, load_config
-from preqrag.index import Index
-from preqrag.records import Ranking
+from preqrag.core.config import ConfigError, load_config
+from preqrag.index.embedded import Index
+from preqrag.core.records import Ranking
 from preqrag.retrieval import prf
 from preqrag.retrieval.bm25 import BM25Retriever, tokenize
 from conftest import same_top
@@ -128,7 +128,7 @@ def test_settings_that_cannot_work_fail_early(index, small_index, test_config):
         BM25Retriever(small_index / "bm25", index.passage_ids, cfg)
     with pytest.raises(ValueError, match="rebuilding"):
         index.sparse.with_settings(cfg.model_copy(update={"k1": 1.2}))
-    from preqrag.milvus import MilvusError, MilvusIndex
+    from preqrag.index.milvus import MilvusError, MilvusIndex
 
     with pytest.raises(MilvusError, match="prf"):
         MilvusIndex.open(load_config(None, {"bm25": {"prf": "rm3"}, "index": {"backend": "milvus", "uri": "x.db"}}))
@@ -137,8 +137,8 @@ def test_settings_that_cannot_work_fail_early(index, small_index, test_config):
 def test_prf_is_a_query_time_setting(index, small_index, test_config, questions):
     """An index opens under any prf settings (the manifest records the index's own), and a
     pipeline whose [bm25] prf differs from the opened index's searches with its own."""
-    from preqrag.components import Context
-    from preqrag.pipeline import retrievers_of
+    from preqrag.components.registry import Context
+    from preqrag.run.pipeline import retrievers_of
 
     assert index.manifest["bm25"] == test_config.bm25.index_settings()
     assert "prf" not in index.manifest["bm25"]

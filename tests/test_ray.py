@@ -73,8 +73,8 @@ def ray_corpus(small_corpus, tmp_path_factory):
 def run_index(ray_corpus, tmp_path_factory):
     """(config, index): :data:`RUN_OVERRIDES` loaded, and :func:`ray_corpus` indexed with it by
     the one-shot build (the runs' index, and the CLI build's reference)."""
-    from preqrag.config import load_config
-    from preqrag.index import build_index
+    from preqrag.core.config import load_config
+    from preqrag.index.embedded import build_index
 
     if importlib.util.find_spec("wordllama") is None:
         unavailable('the run configuration\'s embedder needs wordllama: pip install "wordllama==0.4.0.post1"')
@@ -111,7 +111,7 @@ def _cli_with_its_own_ray(monkeypatch, *args):
 
 
 def _same_index(a: Path, b: Path, cfg, questions) -> None:
-    from preqrag.index import Index
+    from preqrag.index.embedded import Index
 
     assert pq.read_table(a / "passages.parquet").to_pydict() == pq.read_table(b / "passages.parquet").to_pydict()
     x, y = Index.open(a, cfg), Index.open(b, cfg)
@@ -165,8 +165,8 @@ def test_ray_build_equals_one_shot_build_though_a_worker_is_killed(cluster, ray_
     """Three shards as Ray tasks on the two worker nodes, with the default embedder; a worker is
     SIGKILLed while it builds a shard, Ray retries the task (which resumes), and the merged index
     equals the one-shot build."""
-    from preqrag.distributed import build_index_ray
-    from preqrag.index import build_index
+    from preqrag.run.distributed import build_index_ray
+    from preqrag.index.embedded import build_index
 
     corpus, one_shot = ray_corpus, tmp_path / "one_shot"
     build_index(corpus, one_shot, test_config)
@@ -207,8 +207,8 @@ def test_ray_build_equals_one_shot_build_though_a_worker_is_killed(cluster, ray_
 @pytest.fixture(scope="module")
 def local_answers(run_index, few_questions, tmp_path_factory):
     """Answers by id of a local run of :func:`few_questions` (the reference of the Ray runs)."""
-    from preqrag.pipeline import Pipeline
-    from preqrag.runner import run_questions
+    from preqrag.run.pipeline import Pipeline
+    from preqrag.run.runner import run_questions
 
     cfg, index = run_index
     out = tmp_path_factory.mktemp("local_run") / "answers.jsonl"
@@ -229,8 +229,8 @@ def test_run_on_ray_actors_as_a_local_run_even_when_an_actor_is_killed(cluster, 
     local run; then, on the same actors, a second run in which an actor is SIGKILLed mid-batch
     (the two-question batch, still running when the one-question batch is done): its batch goes
     to the other actor, nothing is lost or duplicated, the answers are the same."""
-    from preqrag.distributed import RayExecutor, actor_cpus
-    from preqrag.runner import run_questions, sidecar
+    from preqrag.run.distributed import RayExecutor, actor_cpus
+    from preqrag.run.runner import run_questions, sidecar
 
     (cfg, index), local = run_index, local_answers
     assert actor_cpus(ray, 1) == 1.0  # an equal share (2 CPUs), capped by the largest node's (1)

@@ -22,7 +22,7 @@ def _sha(path: Path) -> str:
 
 
 def test_quick_reproduction_pins_its_inputs_and_rewrites_the_readme_table(tmp_path, small_index, small_corpus):
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
 
     corpus, qpath, questions = small_corpus
     cfg = tmp_path / "test.toml"

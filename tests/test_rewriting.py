@@ -4,10 +4,10 @@ import json
 
 import pytest
 
-from preqrag.config import LLMConfig, RewriterConfig
+from preqrag.core.config import LLMConfig, RewriterConfig
 from preqrag.systems.preqrag.rewriting import (PreQRAGRewriter, parse_rewrite, parse_rewrite_reply, parse_sub_questions,
                                parse_sub_questions_reply)
-from preqrag.stages import LLMError
+from preqrag.core.contracts import LLMError
 
 Q = "I'm developing new methods for protein analysis and wondering what improvements are made to HDX methodology?"
 MULTI = "How does Azure Firewall enable network segmentation, and what are the compliance aspects of Key Vault?"
@@ -67,7 +67,7 @@ def test_unreachable_llm_server_falls_back_and_records_error():
     """A real connection failure (nothing listens on the port) after the client's retries."""
     import socket
 
-    from preqrag.llm import load_llm
+    from preqrag.models.llm import load_llm
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -83,7 +83,7 @@ def test_unreachable_llm_server_falls_back_and_records_error():
 
 def test_real_smollm2_rewrites_are_parsed_or_fall_back():
     """The bundled 135M model: every plan is usable whatever the model writes."""
-    from preqrag.llm import load_llm
+    from preqrag.models.llm import load_llm
 
     rw = PreQRAGRewriter(load_llm(LLMConfig()), RewriterConfig())
     single, multi = rw.plan([Q, MULTI], ["single", "multi"])

@@ -107,7 +107,7 @@ def test_sigkill_at_random_point_then_rerun_holds_each_id_once(tmp_path, bm25_in
 
 
 def read_valid(path):
-    from preqrag.io import read_jsonl_tolerant
+    from preqrag.core.io import read_jsonl_tolerant
 
     return read_jsonl_tolerant(path)
 

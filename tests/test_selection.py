@@ -1,4 +1,4 @@
-"""Sentence selection (preqrag.selection) and its use by the PreQRAG generator: a shorter prompt from
+"""Sentence selection (preqrag.components.selection) and its use by the PreQRAG generator: a shorter prompt from
 the same passages, the answer-bearing sentences kept, every passage keeping its share, and what was
 cut recorded in the trace."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from preqrag.config import GeneratorConfig
-from preqrag.generation import LLMGenerator
-from preqrag.selection import GAP, select_sentences
-from preqrag.text import approx_tokens
+from preqrag.core.config import GeneratorConfig
+from preqrag.components.generation import LLMGenerator
+from preqrag.components.selection import GAP, select_sentences
+from preqrag.core.text import approx_tokens
 
 FILLER = ["The museum opened its new wing to visitors last spring.",
           "Parking is available in the garage on the north side.",
@@ -104,10 +104,10 @@ def test_cross_encoder_scorer_keeps_the_sentence_that_answers_and_the_generator_
     pipeline's reranker) chooses the sentence that answers, where question-word overlap chooses one
     that only repeats the question's words; the generator built from the configuration scores with
     the pipeline's own cross-encoder, and refuses a configuration without one."""
-    from preqrag import components
-    from preqrag.components import Context
-    from preqrag.config import CrossEncoderConfig, load_config
-    from preqrag.rerankers import load_reranker
+    from preqrag.components import registry as components
+    from preqrag.components.registry import Context
+    from preqrag.core.config import CrossEncoderConfig, load_config
+    from preqrag.models.rerankers import load_reranker
 
     q = "How tall is the Eiffel Tower?"
     echo = "Tall towers in Paris attract visitors who ask about the Eiffel Tower."  # the same question words
@@ -144,7 +144,7 @@ def test_an_answer_cut_by_the_token_cap_loses_its_unfinished_sentence_and_the_tr
     """Qwen's list answers often run into ``max_new_tokens`` (32 of 200 dev answers): the reader
     gets the complete sentences, the trace records the cut; a finished answer, or a short one whose
     list item has no full stop, is kept whole."""
-    from preqrag.answering import drop_unfinished_sentence
+    from preqrag.components.answering import drop_unfinished_sentence
 
     cut = "Check the data. [1] It grew in 1998. 4. **Competitive Activity**: This data helps you monitor the"
     assert drop_unfinished_sentence(cut) == ("Check the data. [1] It grew in 1998.", True)
@@ -175,7 +175,7 @@ def test_an_answer_that_restates_its_question_gets_its_facts_in_a_follow_up_turn
     """"Yes, <the question>." carries no fact: the generator asks for the supporting facts in the
     same chat (reply kept, follow-up appended, the trace says so); a follow-up that restates again
     is dropped; ``explain_restated = false`` sends one call, as the paper does."""
-    from preqrag.answering import EXPLAIN_RESTATED, restates_question
+    from preqrag.components.answering import EXPLAIN_RESTATED, restates_question
 
     q = "Can exercise and gut health improve mood?"
     ps = ["Exercise raises serotonin. A varied gut microbiome is linked to lower anxiety."]
@@ -213,8 +213,8 @@ def test_answer_repeat_penalty_defaults_to_1_1_on_llama_cpp_only():
     """Measured for the local model (docs/bench/answers.json): degenerate answers 6 % -> 2 %. An
     OpenAI-compatible server gets no repeat_penalty unless one is set (OpenAI has no such parameter);
     a value in ``[generator]`` or ``[llm]`` wins."""
-    from preqrag.components import Context, build
-    from preqrag.config import load_config
+    from preqrag.components.registry import Context, build
+    from preqrag.core.config import load_config
 
     class _Options(_Recorder):
         def chat_many(self, requests, *, max_tokens, **options):

@@ -163,8 +163,8 @@ def serve_data(small_corpus, tmp_path_factory):
     of the small real corpus's questions, three other documents and one document whose text holds
     HTML/JS, indexed with the test settings. Both configs share one content cache
     (``run.cache_dir``) in the same directory."""
-    from preqrag.config import load_config
-    from preqrag.index import build_index
+    from preqrag.core.config import load_config
+    from preqrag.index.embedded import build_index
 
     if importlib.util.find_spec("wordllama") is None:
         unavailable('the test pipeline\'s embedder needs wordllama: pip install "wordllama==0.4.0.post1"')
@@ -251,7 +251,7 @@ def test_health_before_and_after_warm_up(server):
 
 
 def test_answer(server, serve_data):
-    from preqrag.records import LiveRAGAnswer
+    from preqrag.core.records import LiveRAGAnswer
 
     q = serve_data[2][0]
     status, body, _ = http("POST", f"{server.url}/v1/answer", {"question": q["question"], "id": q["id"]})
@@ -616,8 +616,8 @@ def test_non_local_bind_requires_api_key(serve_data, tmp_path, monkeypatch):
     """`preqrag serve` refuses to start (exit 2, a message naming the fix) before loading any model:
     a non-loopback bind without a key, a key variable that is unset, a missing index, an unknown
     preset (run in-process: the command's checks, not a server, are under test)."""
-    from preqrag import onnx_runtime
-    from preqrag.commands.serve import ONEDNN_CACHE_ENV
+    from preqrag.models import onnx_runtime
+    from preqrag.cli.commands.serve import ONEDNN_CACHE_ENV
 
     index = serve_data[0]
     for var in ("PREQRAG_TEST_API_KEY", "PREQRAG_UNSET_KEY_VAR"):
@@ -638,7 +638,7 @@ def test_non_local_bind_requires_api_key(serve_data, tmp_path, monkeypatch):
 
 # ---------------------------------------------------------------------- timing, unit
 def test_model_time_counts_overlapping_calls_once():
-    from preqrag.timing import model_busy_seconds, model_calls, model_seconds, model_time
+    from preqrag.core.timing import model_busy_seconds, model_calls, model_seconds, model_time
 
     s0, b0, c0 = model_seconds().get("llm", 0.0), model_busy_seconds(), model_calls().get("llm", 0)
     e0 = model_seconds().get("embedder", 0.0)
@@ -691,8 +691,8 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
 
 
 def test_openai_backend_works_inside_a_running_event_loop():
-    from preqrag.config import LLMConfig
-    from preqrag.llm.openai_backend import OpenAICompatibleLLM
+    from preqrag.core.config import LLMConfig
+    from preqrag.models.llm.openai_backend import OpenAICompatibleLLM
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAI)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -722,15 +722,15 @@ class _FakePipeline:
     """Answers instantly, except 'slow' (sleeps) and 'boom' (a failed Outcome)."""
 
     def __init__(self):
-        from preqrag.config import load_config
-        from preqrag.records import Passage
+        from preqrag.core.config import load_config
+        from preqrag.core.records import Passage
 
         self.cfg = load_config(None, {"run": {"batch_size": 2}})
         self.index = type("I", (), {"passages": {"d#0": Passage(id="d#0", doc_id="d", position=0, text="t")}})()
 
     def prepare(self, qs):
-        from preqrag.pipeline import Outcome
-        from preqrag.records import Classification, Failure, QueryPlan, Ranking, SubQuery, Trace
+        from preqrag.run.pipeline import Outcome
+        from preqrag.core.records import Classification, Failure, QueryPlan, Ranking, SubQuery, Trace
 
         out = []
         for q in qs:
@@ -747,7 +747,7 @@ class _FakePipeline:
         return out
 
     def answer(self, qs):
-        from preqrag.records import LiveRAGAnswer, LiveRAGPassage
+        from preqrag.core.records import LiveRAGAnswer, LiveRAGPassage
 
         out = self.prepare(qs)
         for o in out:
@@ -762,7 +762,7 @@ class _FakePipeline:
 def fake_server():
     import uvicorn
 
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
     from preqrag.serve.app import ServeSettings, create_app
 
     def factory():
@@ -823,7 +823,7 @@ def test_failures_timeouts_and_a_full_queue_keep_the_server_up(fake_server):
 
 
 def test_is_loopback():
-    from preqrag.commands.serve import is_loopback
+    from preqrag.cli.commands.serve import is_loopback
 
     assert all(is_loopback(h) for h in ("127.0.0.1", "localhost", "::1", "127.0.0.2", "[::1]"))
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.4", "example.org"))

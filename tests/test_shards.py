@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import corpus_head, encoder_atol, same_top, run_cli
-from preqrag.index import Index
-from preqrag.shards import build_shard, merge_shards, parse_shard
+from preqrag.index.embedded import Index
+from preqrag.index.shards import build_shard, merge_shards, parse_shard
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +21,7 @@ def shard_config():
     sharded build is compared with its one-shot build in tests/test_ray.py)."""
     from _bench import unavailable
     from conftest import TEST_OVERRIDES
-    from preqrag.config import load_config
+    from preqrag.core.config import load_config
 
     if importlib.util.find_spec("wordllama") is None:
         unavailable('the shard tests\' embedder needs wordllama: pip install "wordllama==0.4.0.post1"')
@@ -128,9 +128,9 @@ def test_streamed_chunking_and_encoding_cut_exact_shards(small_corpus, test_conf
     """Row groups (here 10 passages) and vector files (here 7) need not align: every vector
     file but the last holds exactly SHARD rows, in passage order, so an interrupted build
     resumes with the right vectors."""
-    import preqrag.index as index_mod
-    from preqrag.chunking import Chunker
-    from preqrag.encoders import load_encoder
+    import preqrag.index.embedded as index_mod
+    from preqrag.index.chunking import Chunker
+    from preqrag.models.encoders import load_encoder
 
     monkeypatch.setattr(index_mod, "SHARD", 7)
     monkeypatch.setattr(index_mod, "PASSAGE_ROW_GROUP", 10)

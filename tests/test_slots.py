@@ -8,10 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from preqrag.config import load_config
-from preqrag.fusion import UnionFusion
-from preqrag.pipeline import Pipeline
-from preqrag.records import Classification, QueryPlan, Question, Ranking, SubQuery
+from preqrag.core.config import load_config
+from preqrag.components.fusion import UnionFusion
+from preqrag.run.pipeline import Pipeline
+from preqrag.core.records import Classification, QueryPlan, Question, Ranking, SubQuery
 
 
 class FakeRetriever:
@@ -118,7 +118,7 @@ def test_a_programming_error_surfaces_without_retries():
 def test_cross_encoder_cap_per_document_reaches_further_down_the_ranking():
     """``[cross_encoder] max_per_document``: the depth candidates hold at most that many passages of
     one document, so more documents reach the cross-encoder for the same number of pairs."""
-    from preqrag.rerankers.steps import CrossEncoderStep
+    from preqrag.components.reranking import CrossEncoderStep
 
     scored: list[list[str]] = []
 

@@ -8,13 +8,13 @@ import json
 
 import pytest
 
-from preqrag.config import GeneratorConfig, LLMConfig, RewriterConfig
+from preqrag.core.config import GeneratorConfig, LLMConfig, RewriterConfig
 from preqrag.systems.dota.settings import DotaConfig
 from preqrag.systems.cir import CIRConfig
-from preqrag.llm.cache import call_key
-from preqrag.llm.structured import (chat_grouped, grammar_text, openai_schema, response_format, string_field,
+from preqrag.models.llm.cache import call_key
+from preqrag.models.llm.structured import (chat_grouped, grammar_text, openai_schema, response_format, string_field,
                                     unwrap_reply)
-from preqrag.stages import UnsupportedFeature
+from preqrag.core.contracts import UnsupportedFeature
 
 MULTI = "How do welding positions and hand techniques compare for optimal welding results?"
 SINGLE = "What is the boiling point of water at sea level?"
@@ -51,7 +51,7 @@ def test_cache_key_covers_schema_and_options_but_keeps_old_keys():
 def test_cache_keeps_greedy_and_seeded_calls_only(tmp_path):
     """Greedy and seeded calls are reproducible, so cached (a vote's seed is in its key); a sampled
     call without a seed reaches the model every time."""
-    from preqrag.llm.cache import CachedLLM
+    from preqrag.models.llm.cache import CachedLLM
 
     class Counting:
         name, calls = "counting", 0
@@ -95,7 +95,7 @@ def test_chat_grouped_restores_order():
 # ---------------------------------------------------------------- every schema with the real SmolLM2
 @pytest.fixture(scope="module")
 def smollm2():
-    from preqrag.llm.llamacpp import LlamaCppLLM
+    from preqrag.models.llm.llamacpp import LlamaCppLLM
 
     llm = LlamaCppLLM(LLMConfig())
     llm.warm_up()
@@ -105,12 +105,12 @@ def smollm2():
 def test_every_schema_parses_with_real_smollm2(smollm2, small_index, small_corpus, test_config):
     """PreQRAG rewrites and sub-questions, the LLM classifier, DoTA's routing votes and rewrite,
     GINGER's rewrites and nugget tags and CIR's cited answer: no parse fallback with the 135M model."""
-    from preqrag.classifiers.llm import LLMClassifier
+    from preqrag.components.classifiers.llm import LLMClassifier
     from preqrag.systems.dota.planning import DotaRewriter
     from preqrag.systems.cir.generator import CIRGenerator, parse_cir_answer
     from preqrag.systems.ginger.nuggets import parse_nugget_reply
     from preqrag.systems.ginger.rewriting import GingerRewriter
-    from preqrag.index import Index
+    from preqrag.index.embedded import Index
     from preqrag.systems.preqrag.rewriting import PreQRAGRewriter
 
     def parse_failures(fallbacks):
@@ -171,7 +171,7 @@ class Recorder:
 def _recording_llm(url: str, monkeypatch, **cfg):
     import openai
 
-    from preqrag.llm.openai_backend import OpenAICompatibleLLM
+    from preqrag.models.llm.openai_backend import OpenAICompatibleLLM
 
     rec = Recorder()
     llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"{url}/v1", model="smollm2", **cfg))
@@ -186,7 +186,7 @@ def _recording_llm(url: str, monkeypatch, **cfg):
 
 
 def test_openai_backend_sends_response_format_to_real_llama_server(llama_server, monkeypatch):
-    from preqrag.classifiers.llm import CHOICES, messages_for
+    from preqrag.components.classifiers.llm import CHOICES, messages_for
     from preqrag.systems.preqrag.rewriting import DECOMPOSE_PROMPT, decompose_schema, parse_sub_questions_reply
 
     # llama-cpp-python's server reads the json_object form (with the schema); it refuses json_schema
@@ -231,7 +231,7 @@ def test_server_refusing_response_format_is_one_clear_error(llama_server):
     """llama-cpp-python's server refuses OpenAI's ``json_schema`` form (HTTP 422): the step
     stops with one UnsupportedFeature (the pipeline lets it surface) naming the setting to
     change, instead of a parse fallback on every question."""
-    from preqrag.llm.openai_backend import OpenAICompatibleLLM
+    from preqrag.models.llm.openai_backend import OpenAICompatibleLLM
     from preqrag.systems.preqrag.rewriting import PreQRAGRewriter
 
     llm = OpenAICompatibleLLM(LLMConfig(backend="openai", base_url=f"{llama_server}/v1", model="smollm2",
@@ -244,7 +244,7 @@ def test_server_refusing_response_format_is_one_clear_error(llama_server):
 
 
 def test_degenerate_answers_detected_and_repaired():
-    from preqrag.answering import degenerate, repair_answer
+    from preqrag.components.answering import degenerate, repair_answer
 
     loop = "The oil is not only effective but also very good for the environment. " * 5
     assert degenerate(loop) == "repeated sentence x5"
@@ -322,7 +322,7 @@ def test_nugget_budget_holds_the_longest_reply_the_grammar_allows(smollm2):
     *distinct* excerpts (1 of 50 GINGER questions after the quote mend). The budget now holds k copies
     of the longest excerpt, as the grammar spells it, however many excerpts the passage has."""
     from preqrag.systems.ginger.nuggets import NUGGETS_KEY, nugget_schema
-    from preqrag.llm.structured import _enum_spelling
+    from preqrag.models.llm.structured import _enum_spelling
 
     long_first = RUDY[RUDY.index("Mauricio"):RUDY.index("Records says")] + "Records says so. He sings. IL Divo agrees."
     for passage, limit in ((long_first, 512), (RUDY, 512), (RUDY, 256)):
@@ -339,7 +339,7 @@ def test_nugget_budget_holds_the_longest_reply_the_grammar_allows(smollm2):
 def test_a_seed_list_gives_each_request_its_own_seed():
     """``chat_many(..., seed=[...])``: one seed per request (chat_each, the sequential fallback of
     every backend, passes each its own); a list of the wrong length is an error, not a guess."""
-    from preqrag.stages import chat_each, per_request_options
+    from preqrag.core.contracts import chat_each, per_request_options
 
     class Echo:
         def chat(self, messages, *, max_tokens, temperature=0.0, seed=None, **options):

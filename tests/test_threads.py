@@ -18,10 +18,10 @@ import json, os, sys
 cpus = json.loads(sys.argv[1])
 if cpus is not None:
     os.sched_setaffinity(0, cpus)
-from preqrag.config import CrossEncoderConfig, LLMConfig
-from preqrag.llm.llamacpp import LlamaCppLLM
-from preqrag.rerankers import load_reranker
-from preqrag.threads import cpu_threads
+from preqrag.core.config import CrossEncoderConfig, LLMConfig
+from preqrag.models.llm.llamacpp import LlamaCppLLM
+from preqrag.models.rerankers import load_reranker
+from preqrag.models.threads import cpu_threads
 
 ce = load_reranker(CrossEncoderConfig())
 session, _ = ce._load()

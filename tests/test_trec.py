@@ -14,7 +14,7 @@ import pytest
 
 from conftest import TEST_OVERRIDES, run_cli
 from conftest import config_toml as _toml
-from preqrag.io import read_questions
+from preqrag.core.io import read_questions
 from preqrag.trec.validate import detect_format, validate_file
 
 DATA = Path(__file__).parent / "data" / "trec"
@@ -133,7 +133,7 @@ def test_trec_topics_read_as_questions(tmp_path):
 
 # ---------------------------------------------------------------- attribution
 def test_sentence_split_keeps_abbreviations_and_decimals():
-    from preqrag.citations import split_sentences
+    from preqrag.components.citations import split_sentences
 
     assert split_sentences("") == []
     assert split_sentences("Use e.g. a 3.5 mm jack in the U.S. market. It works! Does it?") == [
@@ -145,7 +145,7 @@ def test_attribution_on_real_smoke_text(small_index, small_corpus):
     documents and of unrelated documents: citations go to gold passages."""
     import pyarrow.parquet as pq
 
-    from preqrag.citations import load_attributor, split_sentences
+    from preqrag.components.citations import load_attributor, split_sentences
 
     by_doc: dict[str, list[tuple[str, str]]] = {}
     for row in pq.read_table(Path(small_index) / "passages.parquet").to_pylist():
@@ -223,7 +223,7 @@ def test_export_validate_round_trip(smoke_run, tmp_path):
 
 def test_export_keeps_a_citing_generators_citations(smoke_run, tmp_path):
     """A trace with the generator's citations (as CIR and GINGER write them) is exported as is."""
-    from preqrag.records import Citation, Trace
+    from preqrag.core.records import Citation, Trace
     from preqrag.trec.export import export_run
 
     d, _, answers = smoke_run

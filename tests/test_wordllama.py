@@ -9,9 +9,9 @@ pytest.importorskip("wordllama")
 
 from conftest import TEST_OVERRIDES  # noqa: E402
 
-from preqrag.config import load_config  # noqa: E402
-from preqrag.encoders import load_encoder  # noqa: E402
-from preqrag.index import Index, IndexOpenError, build_index  # noqa: E402
+from preqrag.core.config import load_config  # noqa: E402
+from preqrag.models.encoders import load_encoder  # noqa: E402
+from preqrag.index.embedded import Index, IndexOpenError, build_index  # noqa: E402
 
 
 def test_encodes_unit_vectors_that_rank_paraphrases_first():

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from preqrag.components import Context, register
-from preqrag.config import register_table
-from preqrag.presets import register_preset
-from preqrag.records import Ranking
-from preqrag.stages import Generated
+from preqrag.components.registry import Context, register
+from preqrag.core.config import register_table
+from preqrag.core.presets import register_preset
+from preqrag.core.records import Ranking
+from preqrag.core.contracts import Generated
 
 
 class ToySettings(BaseModel):

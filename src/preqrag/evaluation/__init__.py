@@ -8,7 +8,7 @@ Public API::
     judge_answers(run.answers, questions, llm, "judgments.jsonl")           # judge.py
     write_report([...], "report_dir")                                      # report.py
 
-CLI: ``preqrag eval RUN... --questions dev.jsonl -o DIR`` (:mod:`preqrag.commands.evaluation`).
+CLI: ``preqrag eval RUN... --questions dev.jsonl -o DIR`` (:mod:`preqrag.cli.commands.evaluation`).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from ..io import read_jsonl_tolerant, sidecar
-from ..records import Trace
+from ..core.io import read_jsonl_tolerant, sidecar
+from ..core.records import Trace
 from .classification import evaluate_classification, predictions_from_traces, read_predictions
 from .judge import judge_answers, summarise_judgments
 from .report import write_report
@@ -58,7 +58,7 @@ class RunData:
 
 
 def _is_classify_output(path: Path) -> bool:
-    from ..io import iter_json_lines
+    from ..core.io import iter_json_lines
 
     for _, obj, _ in iter_json_lines(path):
         if obj is not None:

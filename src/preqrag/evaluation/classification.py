@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..records import Question, Trace
+from ..core.records import Question, Trace
 from .retrieval import category_value, gold_type
 
 LABELS = ("single", "multi")
@@ -40,7 +40,7 @@ def read_predictions(path: str | Path) -> dict[str, str]:
     Raises:
         FileNotFoundError: missing file.
     """
-    from ..io import iter_json_lines
+    from ..core.io import iter_json_lines
 
     out: dict[str, str] = {}
     for _, obj, _ in iter_json_lines(path):

@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..io import append_jsonl, read_jsonl_tolerant
-from ..records import Question
-from ..stages import LLM, LLMError
+from ..core.io import append_jsonl, read_jsonl_tolerant
+from ..core.records import Question
+from ..core.contracts import LLM, LLMError
 from .retrieval import gold_type
 
 EQUIVALENCE_PROMPT = """You are an assistant evaluating the equivalence of a generated answer compared to the gold answer. Equivalence measures semantic similarity, not surface similarity.
@@ -216,7 +216,7 @@ def judge_answers(answers: Sequence[Mapping[str, Any]], questions: Sequence[Ques
         answers: LiveRAG answer lines (``id``, ``question``, ``passages`` [{``passage``}],
             ``answer``), in the order to judge.
         questions: the question file; its ``answer`` field is the reference answer.
-        llm: any :class:`~preqrag.stages.LLM` (``preqrag.llm.load_llm``).
+        llm: any :class:`~preqrag.core.contracts.LLM` (``preqrag.models.llm.load_llm``).
         path: judgments JSONL. Pairs ``(id, metric)`` already judged there by the same judge
             (``llm.name``) with status ``ok`` or ``unparsable`` are skipped (resume);
             ``error`` ones are asked again.

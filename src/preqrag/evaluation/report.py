@@ -1,6 +1,6 @@
 """Markdown + self-contained HTML report and ``metrics.json`` for one or more evaluated runs.
 
-Input is one dict per run (what :func:`preqrag.commands.evaluation.evaluate_run` builds)::
+Input is one dict per run (what :func:`preqrag.cli.commands.evaluation.evaluate_run` builds)::
 
     {"name": str, "summary": {...counts...},
      "retrieval": evaluate_retrieval(...) | None,
@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write_text
+from ..core.io import atomic_write_text
 from .judge import METRICS as JUDGE_METRICS
 from .retrieval import CATEGORIES, STAGES
 

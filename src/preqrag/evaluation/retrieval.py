@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from ..records import Question, Trace, docs_in_order
-from ..fusion.interleave import interleave_ids
+from ..core.records import Question, Trace, docs_in_order
+from ..components.fusion.interleave import interleave_ids
 
 STAGES: tuple[str, ...] = ("sparse", "dense", "merged", "reranked", "final", "context")
 """Stages in pipeline order; ``context`` is ``Trace.context_ids``."""
@@ -73,7 +73,7 @@ def stage_doc_rankings(trace: Trace | Mapping[str, Any]) -> dict[str, list[str]]
     """Document rankings of every stage recorded in one trace.
 
     Args:
-        trace: a :class:`~preqrag.records.Trace` or its ``model_dump()``.
+        trace: a :class:`~preqrag.core.records.Trace` or its ``model_dump()``.
 
     Returns:
         ``{stage: [doc_id, ...]}`` for each stage in ``trace.rankings`` (per-sub-query

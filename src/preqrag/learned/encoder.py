@@ -23,7 +23,7 @@ same data and parameters resumes there. The finished model is written to ``MODEL
 (a sentence-transformers directory, usable as ``[embedder] name = "MODEL_DIR"``) with
 ``preqrag_training.json``: base model, parameters, training question ids and text hashes
 (evaluation refuses them, :mod:`preqrag.learned.guard`), the weights' fingerprint
-(:func:`preqrag.index.model_sha256`, also recorded by ``preqrag index``), wall seconds and
+(:func:`preqrag.index.embedded.model_sha256`, also recorded by ``preqrag index``), wall seconds and
 peak RSS. The plain training loop (no ``SentenceTransformerTrainer``) needs neither
 ``datasets`` nor ``accelerate``.
 """
@@ -40,8 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from ..io import atomic_write_text
-from ..records import Question, Trace, doc_of
+from ..core.io import atomic_write_text
+from ..core.records import Question, Trace, doc_of
 from .guard import ENCODER_RECORD
 from .ranker import question_sha256
 from .train import collect_traces, gold_docs
@@ -142,7 +142,7 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
     """Fine-tune the pipeline's embedder on ``questions`` and write it to ``output``.
 
     Args:
-        pipeline: a :class:`~preqrag.pipeline.Pipeline` over the index (its retrieval picks the
+        pipeline: a :class:`~preqrag.run.pipeline.Pipeline` over the index (its retrieval picks the
             positives and negatives; its ``[embedder]`` is the base model, a sentence-transformers
             model such as the bundled all-MiniLM-L6-v2).
         questions: questions with ``gold_doc_ids``.
@@ -167,7 +167,7 @@ def train_encoder(pipeline, questions: Sequence[Question], output: str | Path, p
     except ImportError:  # sentence-transformers < 6
         from sentence_transformers.losses import MultipleNegativesRankingLoss
 
-    from ..registry import resolve
+    from ..models.files import resolve
 
     output = Path(output)
     t0 = time.perf_counter()
@@ -233,7 +233,7 @@ def _optimizer(model, params: EncoderParams, total: int, checkpoint: Path | None
 def _save_model(model, output: Path, record: dict) -> None:
     """Write ``model`` with its training ``record`` (plus the model's hash) to ``output``: into a
     temporary directory first, which then replaces ``output``."""
-    from ..index import model_sha256
+    from ..index.embedded import model_sha256
 
     tmp = output.with_name(output.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..fusion.interleave import interleave
-from ..records import Classification, Ranking, doc_of, docs_in_order
+from ..components.fusion.interleave import interleave
+from ..core.records import Classification, Ranking, doc_of, docs_in_order
 
 SCORED_LISTS: tuple[str, ...] = ("sparse", "dense", "reranked")
 """Trace keys whose scores are meaningful (BM25, cosine, cross-encoder logit)."""

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..records import Question
+from ..core.records import Question
 
 ENCODER_RECORD = "preqrag_training.json"
 """File inside a fine-tuned encoder's directory holding its training record."""
@@ -59,7 +59,7 @@ def learned_models(cfg, merge: Any = None) -> list[dict[str, str]]:
     if ident:
         out.append(dict(ident))
     try:
-        from ..registry import resolve
+        from ..models.files import resolve
 
         location = resolve(cfg.embedder.name).location
     except (FileNotFoundError, OSError):

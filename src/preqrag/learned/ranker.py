@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from ..components import Context, register
-from ..config import ConfigError
-from ..fusion.interleave import InterleaveMerge  # noqa: F401 (the default merge, re-exported)
-from ..io import atomic_write_text
-from ..records import Classification, Ranking
+from ..components.registry import Context, register
+from ..core.config import ConfigError
+from ..components.fusion.interleave import InterleaveMerge  # noqa: F401 (the default merge, re-exported)
+from ..core.io import atomic_write_text
+from ..core.records import Classification, Ranking
 from .features import FEATURE_NAMES, FEATURE_VERSION, Candidates, baseline_final, extract
 
 FORMAT = "preqrag-learned-ranker"

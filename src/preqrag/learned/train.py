@@ -1,6 +1,6 @@
 """``preqrag train-ranker``: learn the final ranking from questions with gold documents (issue 14).
 
-1. **Retrieve** (no generation): :meth:`preqrag.pipeline.Pipeline.retrieve` over the questions
+1. **Retrieve** (no generation): :meth:`preqrag.run.pipeline.Pipeline.retrieve` over the questions
    that have ``gold_doc_ids``, with the configured pipeline, ``[merge] name = "interleave"`` (the
    baseline the features describe) and ``run.trace_depth`` >= :data:`CANDIDATE_DEPTH`. The traces
    are cached in ``<RANKER>.traces.jsonl`` (appended per batch: an interrupted run resumes; a
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import PipelineConfig, renamed_tables
-from ..io import append_jsonl, atomic_write_text, read_jsonl_tolerant
-from ..records import Question, Trace
+from ..core.config import PipelineConfig, renamed_tables
+from ..core.io import append_jsonl, atomic_write_text, read_jsonl_tolerant
+from ..core.records import Question, Trace
 from .features import FEATURE_VERSION, Candidates, extract
 from .ranker import LearnedRanker, RankerParams, question_sha256, rank_candidates, train_booster
 
@@ -61,7 +61,7 @@ def cache_key(pipeline) -> dict:
 
 def _stored_key(row: dict) -> dict | None:
     """The cache key of a traces file's first line, its configuration's tables under their current
-    names (:func:`preqrag.config.renamed_tables`): a cache written before ``[reranker]`` became
+    names (:func:`preqrag.core.config.renamed_tables`): a cache written before ``[reranker]`` became
     ``[cross_encoder]`` still matches the same retrieval instead of being emptied and recomputed."""
     key = row.get("cache_key")
     if isinstance(key, dict) and isinstance(key.get("config"), dict):
@@ -77,7 +77,7 @@ def collect_traces(pipeline, questions: Sequence[Question], cache: str | Path, *
     """Retrieval traces of ``questions``, resumable through the JSONL ``cache``.
 
     Args:
-        pipeline: a :class:`~preqrag.pipeline.Pipeline` (built from :func:`training_config`).
+        pipeline: a :class:`~preqrag.run.pipeline.Pipeline` (built from :func:`training_config`).
         questions: the questions (ids unique).
         cache: the traces file; its first line is ``{"cache_key": ...}`` (:func:`cache_key`); a
             different key empties it.
@@ -118,7 +118,7 @@ def collect_traces(pipeline, questions: Sequence[Question], cache: str | Path, *
 def candidates_of(question: Question, trace: Trace, depth: int = CANDIDATE_DEPTH) -> tuple[Candidates, np.ndarray]:
     """Candidates and labels (1 = gold document) of one question from its trace."""
     final = trace.rankings.get("final", [None])[0]
-    from ..records import Ranking
+    from ..core.records import Ranking
 
     cands = extract(question.question, trace.classification, trace.rankings, final or Ranking(), depth)
     gold = set(gold_docs(question))

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..config import BM25Config
-from ..records import Ranking
-from ..stages import Filters
+from ..core.config import BM25Config
+from ..core.records import Ranking
+from ..core.contracts import Filters
 from . import prf
 from .facets import Facets, group_by_filter
 
@@ -50,7 +50,7 @@ def tokenize(texts: list[str], cfg: BM25Config, return_ids: bool = True):
 
 def parquet_texts(path: str | Path, batch_rows: int = BATCH_PASSAGES) -> Iterator[str]:
     """The ``text`` column of a passages Parquet file, read ``batch_rows`` rows at a time."""
-    from ..io import open_parquet
+    from ..core.io import open_parquet
 
     for batch in open_parquet(path).iter_batches(batch_size=batch_rows, columns=["text"]):
         yield from batch.column(0).to_pylist()
@@ -275,7 +275,7 @@ class BM25Retriever:
         cfg: tokenisation settings; must match those used at build time (checked by Index).
         mmap: load the score matrix memory-mapped (bm25s ``mmap=True``): pages are read on
             demand and shared between processes (``[index] mmap``; default False here, True
-            through :class:`~preqrag.index.Index`).
+            through :class:`~preqrag.index.embedded.Index`).
         backend: bm25s's scoring backend: ``"numpy"`` (default here: no compilation, the
             figures in docs/ were measured with it), ``"auto"`` (:func:`resolve_backend`; the
             ``[index]`` default) or ``"numba"`` (JIT-compiled scoring and top-k selection;
@@ -285,7 +285,7 @@ class BM25Retriever:
 
         texts: ``texts(rows) -> list[str]``, the passages' texts by row: RM3 (``cfg.prf = "rm3"``)
             tokenises its feedback passages with them (the score matrix keeps no term
-            frequencies); :class:`~preqrag.index.Index` gives its passage store's.
+            frequencies); :class:`~preqrag.index.embedded.Index` gives its passage store's.
 
     Raises:
         ValueError: ``cfg.prf = "rm3"`` without ``texts``.
@@ -316,7 +316,7 @@ class BM25Retriever:
 
     def with_settings(self, cfg: BM25Config) -> "BM25Retriever":
         """This retriever with other query-time settings (``[bm25] prf*``), sharing its loaded
-        bm25s index, facets and texts (a derived pipeline's BM25: :func:`preqrag.pipeline.retrievers_of`).
+        bm25s index, facets and texts (a derived pipeline's BM25: :func:`preqrag.run.pipeline.retrievers_of`).
 
         Raises:
             ValueError: ``cfg`` changes the index's own settings (:meth:`BM25Config.index_settings`),

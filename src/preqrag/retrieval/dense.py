@@ -1,7 +1,7 @@
 """Dense retrieval: embedder + a FAISS inner-product index (flat, HNSW, IVF-SQ8 or IVF-PQ).
 
 The index type is chosen at build time by ``[index] dense_index`` (see
-:class:`preqrag.config.IndexConfig`); the passage vectors are added shard by shard, so
+:class:`preqrag.core.config.IndexConfig`); the passage vectors are added shard by shard, so
 building needs memory for the index structure itself, not for a second copy of every vector.
 Types built in memory are checkpointed every :data:`CHECKPOINT_SECONDS`, and an interrupted build
 resumes from its checkpoint (:func:`build_faiss`).
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..records import Ranking
-from ..stages import Encoder, Filters
+from ..core.records import Ranking
+from ..core.contracts import Encoder, Filters
 from .facets import Facets, group_by_filter
 
 TRAIN_SEED = 0
@@ -34,13 +34,13 @@ def factory_string(kind: str, n: int, dim: int, cfg=None) -> str:
         kind: ``flat``, ``hnsw``, ``hnsw-sq8``, ``ivf-sq8`` or ``ivf-pq``.
         n: number of vectors (sets the automatic ``nlist``).
         dim: vector dimension (``pq_m`` must divide it).
-        cfg: an :class:`~preqrag.config.IndexConfig`; ``None`` = its defaults.
+        cfg: an :class:`~preqrag.core.config.IndexConfig`; ``None`` = its defaults.
 
     Raises:
         ValueError: unknown kind, ``pq_m`` does not divide ``dim``, or ``refine`` asked for a
             type that has exact scores already (``flat``, ``hnsw``).
     """
-    from ..config import REFINABLE, IndexConfig
+    from ..core.config import REFINABLE, IndexConfig
 
     cfg = cfg or IndexConfig()
     if cfg.refine != "none":  # IndexConfig refuses these at load; a model_copy skips its validators
@@ -282,10 +282,10 @@ def _resume_checkpoint(path: Path, key: dict, starts: Sequence[int]):
 
 def _write_checkpoint(index, path: Path, key: dict, trained_on: int, seconds: float) -> None:
     """Write ``index`` as the build's checkpoint, then its state: ``key``, the rows, the training
-    sample's size and the build seconds so far (each file atomically: :func:`preqrag.io.atomic_write`)."""
+    sample's size and the build seconds so far (each file atomically: :func:`preqrag.core.io.atomic_write`)."""
     import faiss
 
-    from ..io import atomic_write, atomic_write_text
+    from ..core.io import atomic_write, atomic_write_text
 
     ck, state = _checkpoint_paths(path)
     atomic_write(ck, lambda fh: faiss.write_index(index, faiss.PyCallbackIOWriter(fh.write)))
@@ -303,7 +303,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
             or ``.npy`` paths: memory-mapped for the training sample, read one at a time to add
             them) in passage order; row ``i`` = passage ``i``.
         path: output file (written to a temporary name, then renamed).
-        cfg: :class:`~preqrag.config.IndexConfig` (``None``: exact flat index).
+        cfg: :class:`~preqrag.core.config.IndexConfig` (``None``: exact flat index).
         checkpoint_seconds: for the types built in memory (all but ``flat``), write the index so
             far to ``<path>.checkpoint`` (+ ``.checkpoint.json``, its settings) after the first
             shard that ends this many seconds after the last checkpoint; ``None``: never. Default
@@ -335,7 +335,7 @@ def build_faiss(embeddings: np.ndarray | Sequence, path: str | Path, cfg=None,
     efConstruction 200 took 2.5 h on 2 cores (docs/scale.md): the checkpoints let such a build
     span interrupted sessions or preemptible machines.
     """
-    from ..config import IndexConfig
+    from ..core.config import IndexConfig
 
     cfg = cfg or IndexConfig()
     sources = [embeddings] if isinstance(embeddings, np.ndarray) else list(embeddings)
@@ -485,7 +485,7 @@ class DenseRetriever:
         passage_ids: passage id of row ``i``.
         encoder: the embedder the index was built with (checked by Index).
         batch_size: query encoding batch size.
-        cfg: :class:`~preqrag.config.IndexConfig`: ``mmap`` (open memory-mapped) and the
+        cfg: :class:`~preqrag.core.config.IndexConfig`: ``mmap`` (open memory-mapped) and the
             search-time settings ``hnsw_ef_search`` / ``ivf_nprobe``.
 
     Filters (metadata facets, e.g. DoTA-RAG's topic namespaces, §2.2): the index's facets
@@ -500,7 +500,7 @@ class DenseRetriever:
 
     def __init__(self, faiss_path: str | Path, passage_ids: list[str], encoder: Encoder, batch_size: int = 32,
                  cfg=None):
-        from ..config import IndexConfig
+        from ..core.config import IndexConfig
 
         self.cfg = cfg or IndexConfig()
         self.faiss_path = Path(faiss_path)

@@ -1,4 +1,4 @@
-"""Metadata facets of an index's passages, for filtered retrieval (:data:`preqrag.stages.Filters`).
+"""Metadata facets of an index's passages, for filtered retrieval (:data:`preqrag.core.contracts.Filters`).
 
 A facet gives every passage row a label, e.g. DoTA-RAG's topic namespaces (§2.2: the routed
 query searches only the namespaces its votes chose). The BM25 and dense retrievers of one
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..stages import Filters
+from ..core.contracts import Filters
 
 FacetSource = Callable[[Path, int], tuple[list[str], np.ndarray]]
 """Reads a facet from an index directory: ``source(index_dir, n_rows) -> (values, labels)``,

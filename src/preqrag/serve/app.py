@@ -41,10 +41,10 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..citations import ids_to_numbers, marker_citations
-from ..config import PipelineConfig
-from ..pipeline import Pipeline
-from ..records import Question
+from ..components.citations import ids_to_numbers, marker_citations
+from ..core.config import PipelineConfig
+from ..run.pipeline import Pipeline
+from ..core.records import Question
 from .worker import NotReady, PipelineWorker, QueueFull, Served
 
 log = logging.getLogger("preqrag.serve")
@@ -289,7 +289,7 @@ class _Guard:
 def _answer_citations(outcome, answer) -> list[dict[str, Any]]:
     """``[{"sentence", "passages": [1-based numbers in the answer's passages]}]``: the generator's
     own citations when it cites (``Trace.citations``), else the ``[n]`` markers of the answer
-    text (:mod:`preqrag.citations`)."""
+    text (:mod:`preqrag.components.citations`)."""
     cited = getattr(outcome.trace, "citations", None) if outcome.trace is not None else None
     if cited is None:
         pairs = marker_citations(answer.answer, len(answer.passages))

@@ -1,6 +1,6 @@
 """The one thread that owns the pipelines of a ``preqrag serve`` process.
 
-A :class:`~preqrag.pipeline.Pipeline` is not thread-safe (llama.cpp contexts, tokenizers,
+A :class:`~preqrag.run.pipeline.Pipeline` is not thread-safe (llama.cpp contexts, tokenizers,
 SQLite caches), and on a 2-core machine two threads running model inference would only
 compete for the cores. So one worker thread builds every pipeline (loading every model),
 then drains a bounded queue of jobs in **micro-batches**: the jobs waiting for the same
@@ -29,8 +29,8 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..pipeline import Outcome, Pipeline
-from ..records import Question
+from ..run.pipeline import Outcome, Pipeline
+from ..core.records import Question
 
 log = logging.getLogger("preqrag.serve")
 
@@ -94,7 +94,7 @@ class PipelineWorker:
 
     Args:
         factories: pipeline name → a callable building that pipeline with every model
-            loaded (e.g. ``preqrag.cli_common.open_pipeline``, which also warms up). Called on the
+            loaded (e.g. ``preqrag.cli.common.open_pipeline``, which also warms up). Called on the
             worker thread, in order, by :meth:`start`; the pipelines share nothing.
         max_queue: most jobs (questions) waiting, not counting the micro-batch being
             processed. Default 64: about a minute of work for the bundled models on 2
@@ -239,7 +239,7 @@ class PipelineWorker:
                 self.pipelines[name] = factory()
         except BaseException as e:  # noqa: BLE001 - typer.Exit, SystemExit, anything: report it
             msg = str(e) or type(e).__name__
-            if type(e).__name__ == "Exit":  # typer.Exit from preqrag.cli_common.open_pipeline: the message is logged
+            if type(e).__name__ == "Exit":  # typer.Exit from preqrag.cli.common.open_pipeline: the message is logged
                 msg = f"pipeline {name!r} could not be built (exit code {getattr(e, 'exit_code', '?')}); see the log"
             self.error = msg
             log.error("loading failed: %s\n%s", msg, traceback.format_exc())

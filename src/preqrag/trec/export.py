@@ -1,7 +1,7 @@
 """``preqrag export``: a LiveRAG answer file (and its traces) → a TREC RAG 2024 or 2025 run.
 
 For each line of ``answers.jsonl`` the trace in ``answers.traces.jsonl``
-(:func:`preqrag.io.sidecar`) gives the ids of the context passages, in prompt order
+(:func:`preqrag.core.io.sidecar`) gives the ids of the context passages, in prompt order
 (``Trace.context_ids``, aligned with the answer's ``passages``); they become the answer's
 ``references`` (``ids="document"``: their documents' ids instead, which are the track's
 segment ids when the MS MARCO V2.1 segmented collection is indexed one segment per
@@ -10,7 +10,7 @@ document). The answer's sentences and their citations:
 * generators that cite (CIR, GINGER: ``Trace.citations``) keep their own sentences and
   citations;
 * for the others, the answer is split into sentences and each sentence is attributed to
-  the context passages that support it (:mod:`preqrag.citations`).
+  the context passages that support it (:mod:`preqrag.components.citations`).
 
 Then, as the track requires (castorini/ragnarok ``src/ragnarok/scripts/rag24_validation.py``
 and ``rag25_validation.py``; formats in :mod:`preqrag.trec.formats`): at most 20 (2024) or
@@ -35,8 +35,8 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ..io import atomic_write_text, iter_json_lines, read_jsonl_tolerant, sidecar
-from ..records import LiveRAGAnswer, Trace, doc_of
+from ..core.io import atomic_write_text, iter_json_lines, read_jsonl_tolerant, sidecar
+from ..core.records import LiveRAGAnswer, Trace, doc_of
 from .formats import REFERENCE_LIMIT, RESPONSE_LIMIT, TREC_FORMATS, Rag24Answer, Rag25Answer, response_length
 from .validate import Problem, model_problems
 
@@ -200,7 +200,7 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
     Args:
         answers: ``answers.jsonl`` written by ``preqrag run``; its ``answers.traces.jsonl`` must
             be beside it.
-        output: the run file to write (atomically, :func:`preqrag.io.atomic_write_text`).
+        output: the run file to write (atomically, :func:`preqrag.core.io.atomic_write_text`).
         fmt: ``trec-rag24`` or ``trec-rag25``.
         run_id: the run's id (``run_id``; ``metadata.run_id`` in 2025).
         team_id: ``metadata.team_id`` (required for ``trec-rag25``).
@@ -209,9 +209,9 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
             ``<doc id>#<n>``) or ``document`` (their documents' ids: with the track's MS MARCO
             V2.1 *segmented* collection indexed one segment per document, these are the
             segment ids the track expects).
-        attributor: returns a :class:`preqrag.citations.Attributor`; called once, only when
+        attributor: returns a :class:`preqrag.components.citations.Attributor`; called once, only when
             some answer's generator did not cite (default:
-            :func:`preqrag.citations.load_attributor`).
+            :func:`preqrag.components.citations.load_attributor`).
 
     Returns:
         ExportSummary; every record written is schema-valid for ``fmt``.
@@ -236,7 +236,7 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
             plans.append((ans, trace, sents, []))
             summary.generator_cited += 1
         else:
-            from ..citations import split_sentences
+            from ..components.citations import split_sentences
 
             texts = split_sentences(ans.answer)
             plans.append((ans, trace, None, texts))
@@ -245,7 +245,7 @@ def export_run(answers: str | Path, output: str | Path, fmt: str, run_id: str, *
     attributed = []
     if any(texts for texts, _ in to_attribute):
         if attributor is None:
-            from ..citations import load_attributor
+            from ..components.citations import load_attributor
 
             attributor = load_attributor
         attributed = attributor().attribute_many(to_attribute)

@@ -1,7 +1,7 @@
 """``preqrag validate``: check a LiveRAG answer file or a TREC RAG run, naming the line and
 field of every problem.
 
-Formats (:data:`preqrag.trec.formats.FORMATS`): ``liverag`` (:class:`preqrag.records.LiveRAGAnswer`,
+Formats (:data:`preqrag.trec.formats.FORMATS`): ``liverag`` (:class:`preqrag.core.records.LiveRAGAnswer`,
 the LiveRAG Challenge schema), ``trec-rag24`` and ``trec-rag25``
 (:mod:`preqrag.trec.formats`). Each line is parsed by its pydantic model, then checked as the
 track's checkers check it (castorini/ragnarok ``src/ragnarok/scripts/rag24_validation.py``,
@@ -33,8 +33,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ValidationError
 
-from ..io import iter_json_lines, read_questions
-from ..records import LiveRAGAnswer
+from ..core.io import iter_json_lines, read_questions
+from ..core.records import LiveRAGAnswer
 from .formats import (FORMATS, MSMARCO_SEGMENT, REFERENCE_LIMIT, RESPONSE_LIMIT, Rag24Answer, Rag25Answer,
                       response_length)
 
@@ -212,7 +212,7 @@ def validate_file(path: str | Path, fmt: str | None = None, *, topics: str | Pat
         path: a JSONL file.
         fmt: ``liverag``, ``trec-rag24`` or ``trec-rag25``; ``None`` detects it
             (:func:`detect_format`).
-        topics: a topics/question file (any format :func:`preqrag.io.read_questions` reads:
+        topics: a topics/question file (any format :func:`preqrag.core.io.read_questions` reads:
             the track's ``qid<TAB>query`` TSV or its 2025 JSONL) for the topic checks.
         msmarco_ids: also require references to be MS MARCO V2.1 segment ids (the track's
             collection; off by default, since preqrag indexes any corpus).

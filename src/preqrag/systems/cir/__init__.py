@@ -1,7 +1,7 @@
 """CIR at TREC 2024 RAG: MMR-diversified passages and expertise-adapted, cited answers.
 
 CIR's augmented-generation runs at TREC 2024 RAG (paper §2, Tables 1-3). Components, each
-filling one slot of :class:`preqrag.pipeline.Pipeline` (preset ``cir``):
+filling one slot of :class:`preqrag.run.pipeline.Pipeline` (preset ``cir``):
 
 * :mod:`.mmr` – Maximal Marginal Relevance over the cross-encoder's ranking (§2.1, Eq. 1):
   rerank step ``mmr``;
@@ -9,7 +9,7 @@ filling one slot of :class:`preqrag.pipeline.Pipeline` (preset ``cir``):
   hallucinated citations removed (§2.2, Table 2): generator ``cir``.
 
 Settings: the ``[cir]`` and ``[mmr]`` tables and the preset (:mod:`.settings`). A question's own
-pre-ranked candidates (a ragnarok request) are read by :mod:`preqrag.candidates`, which every
+pre-ranked candidates (a ragnarok request) are read by :mod:`preqrag.components.candidates`, which every
 preset can use (``run.use_given_candidates``). Deviations from the paper and why:
 docs/preset-cir.md.
 """

@@ -1,9 +1,9 @@
-"""CIR's components, registered in :mod:`preqrag.components`: rerank step ``mmr`` (§2.1) and
+"""CIR's components, registered in :mod:`preqrag.components.registry`: rerank step ``mmr`` (§2.1) and
 generator ``cir`` (§2.2)."""
 
 from __future__ import annotations
 
-from ...components import Context, register
+from ...components.registry import Context, register
 from .generator import CIRGenerator
 from .mmr import MMRStep, load_mmr_step
 
@@ -15,7 +15,7 @@ def build_generator(ctx: Context) -> CIRGenerator:
     pipeline's shared cross-encoder unless ``sentence_scorer = "words"``."""
     g, scorer = ctx.cfg.generator, None
     if g.context_tokens and g.sentence_scorer != "words":
-        from ...rerankers import shared_reranker
+        from ...models.rerankers import shared_reranker
 
         scorer = shared_reranker(ctx)
     return CIRGenerator(ctx.get_llm(), g, ctx.cfg.cir, sentence_scorer=scorer)

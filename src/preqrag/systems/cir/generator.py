@@ -28,13 +28,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...answering import answer_options, copied_sentences, degenerate
-from ...config import GeneratorConfig
-from ...generation import Generated, fit_prompt, truncate_words
-from ...llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
-from ...selection import select_batch
-from ...stages import LLM, LLMError
-from ...text import llm_window, split_sentences, token_counter
+from ...components.answering import answer_options, copied_sentences, degenerate
+from ...core.config import GeneratorConfig
+from ...components.generation import Generated, fit_prompt, truncate_words
+from ...models.llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
+from ...components.selection import select_batch
+from ...core.contracts import LLM, LLMError
+from ...core.text import llm_window, split_sentences, token_counter
 from .settings import CIRConfig
 
 
@@ -83,7 +83,7 @@ REWRITE_PROMPT = ("Query: {question}\n"
                   "short sentences in your own words that answer the query directly, each with the ids of its "
                   "draft sentences' texts. Leave out what does not answer the query.\n" + OUTPUT_FORMAT)
 """Not in the paper: the follow-up turn for an answer with verbatim copies (``[cir] rewrite_copies``;
-a sentence holding :data:`preqrag.answering.COPY_WORDS` consecutive words of a segment). It sees
+a sentence holding :data:`preqrag.components.answering.COPY_WORDS` consecutive words of a segment). It sees
 only the question and the draft (short: the segments are not sent again), so it costs a fraction
 of the first call's prefill; the reply has the first call's schema, so its ids are checked the same
 way."""
@@ -128,7 +128,7 @@ def cir_answer_schema(n_passages: int, max_new_tokens: int, min_sentences: int =
     ``min_sentences`` sentences (``[cir] min_sentences``, capped at the most) and at most
     ``max_sentences`` (``[cir] max_sentences``; None: no cap of its own) and as many sentences as fit
     ``max_new_tokens`` at one character per token
-    (:data:`~preqrag.llm.structured.CHARS_PER_TOKEN`; a budget too small for one gets a shorter
+    (:data:`~preqrag.models.llm.structured.CHARS_PER_TOKEN`; a budget too small for one gets a shorter
     sentence), so the reply closes before its budget ends.
 
     Raises:
@@ -349,7 +349,7 @@ def text_draft(sentences: list[tuple[str, list[int]]]) -> str:
 
 def drop_repeats(sentences: list[tuple[str, list[int]]]) -> list[tuple[str, list[int]]]:
     """The answer's sentences, each said once: an item's text is split into sentences
-    (:func:`preqrag.text.split_sentences`; one JSON item may hold several) and a sentence already
+    (:func:`preqrag.core.text.split_sentences`; one JSON item may hold several) and a sentence already
     said (same letters and digits, :func:`_key`) is dropped; an item left empty is dropped with
     its citations."""
     seen: set[str] = set()
@@ -392,7 +392,7 @@ class CIRGenerator:
     Per question: the expertise prompt (``[cir] prompt``, or the question's
     ``user_expertise`` field when ``[cir] use_question_expertise`` and the field is present,
     :data:`EXPERTISE_LEVELS`); the Table 2 prompt over the context passages, fitted to the
-    LLM's window like PreQRAG's (:func:`preqrag.generation.fit_prompt`); one greedy LLM call
+    LLM's window like PreQRAG's (:func:`preqrag.components.generation.fit_prompt`); one greedy LLM call
     (``generator.max_new_tokens``); :func:`parse_cir_answer`. The answer text is the
     sentences joined, cut to ``generator.max_words`` (300: LiveRAG reads no more); the
     citations are the kept sentences' passage numbers.
@@ -431,7 +431,7 @@ class CIRGenerator:
         chosen = [self._expertise(extras[i] if extras else None) for i in range(len(questions))]
         fmt = self.cir.answer_format
         notes: list[list[str]] = [[] for _ in questions]
-        if self.cfg.context_tokens:  # each segment's answer-bearing sentences (preqrag.selection)
+        if self.cfg.context_tokens:  # each segment's answer-bearing sentences (preqrag.components.selection)
             contexts, picked = select_batch(questions, contexts, max_tokens=self.cfg.context_tokens, count=count,
                                             cross_encoder=self.sentence_scorer)
             notes = [[f"generate: {t}" for t in n] for n in picked]
@@ -493,7 +493,7 @@ class CIRGenerator:
     def _rewrite_copies(self, questions, fitted, contexts, parsed: list[ParsedAnswer | None],
                         schemas) -> dict[int, tuple[Any, int]]:
         """The follow-up turn (:data:`REWRITE_PROMPT`) for every parsed first answer whose sentences
-        copy a segment (:func:`preqrag.answering.copied_sentences`), in one batched call. Returns,
+        copy a segment (:func:`preqrag.components.answering.copied_sentences`), in one batched call. Returns,
         by question index, the new reply (a str, or the LLMError) and the number of copied sentences."""
         copies: dict[int, int] = {}
         for i, (f, p) in enumerate(zip(fitted, parsed)):

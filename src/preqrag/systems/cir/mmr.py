@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ...records import Ranking
+from ...core.records import Ranking
 
 TokenizeFn = Callable[[list[str]], list[list[str]]]
 """Texts → their terms (for Jaccard)."""
@@ -241,7 +241,7 @@ class MMRStep:
 
 
 def index_passage_vectors(index, cfg) -> PassageVectorsFn:
-    """Passage vectors for :class:`MMRStep` from an opened :class:`~preqrag.index.Index`.
+    """Passage vectors for :class:`MMRStep` from an opened :class:`~preqrag.index.embedded.Index`.
 
     With a dense index: the stored vectors, read back from its FAISS ``IndexFlatIP``
     (``reconstruct_batch`` by row; row ``i`` = ``index.dense.passage_ids[i]``), so nothing
@@ -268,7 +268,7 @@ def index_passage_vectors(index, cfg) -> PassageVectorsFn:
 def _encoder(index, cfg):
     encoder = getattr(index, "encoder", None)
     if encoder is None:
-        from ...encoders import load_encoder
+        from ...models.encoders import load_encoder
 
         encoder = load_encoder(cfg.embedder, cfg.run.cache_dir)
     return encoder

@@ -15,9 +15,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...config import Section as _Section
-from ...config import register_table
-from ...presets import register_preset
+from ...core.config import Section as _Section
+from ...core.config import register_table
+from ...core.presets import register_preset
 
 
 class CIRConfig(_Section):

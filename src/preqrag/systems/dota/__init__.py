@@ -22,9 +22,9 @@ import threading
 
 import numpy as np
 
-from ...components import Context, register
-from ...records import QueryPlan, Routing
-from ...stages import ROWS
+from ...components.registry import Context, register
+from ...core.records import QueryPlan, Routing
+from ...core.contracts import ROWS
 from .planning import DotaRewriter, NamespaceRouter, count_votes, parse_boxed, parse_route_reply, tally_votes
 from .prune import BM25PruneStep
 from .topics import PART_FACET, TOPIC_NAMES, TOPICS, choose_parts, load_topics, part_scores
@@ -146,7 +146,7 @@ def build_generator(ctx: Context):
 
     g, scorer = ctx.cfg.generator, None
     if g.context_tokens and g.sentence_scorer != "words":
-        from ...rerankers import shared_reranker
+        from ...models.rerankers import shared_reranker
 
         scorer = shared_reranker(ctx)
     return DotaGenerator(ctx.get_llm(), g, ctx.cfg.dota, sentence_scorer=scorer)

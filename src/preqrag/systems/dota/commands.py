@@ -1,6 +1,6 @@
 """``preqrag topics --index IDX``: assign DoTA-RAG's WebOrganizer topic namespaces to an index
-(:mod:`preqrag.systems.dota.topics`). Registered by :mod:`preqrag.cli`,
-which adds every built-in system's ``commands`` module (:data:`preqrag.config.SYSTEMS`)."""
+(:mod:`preqrag.systems.dota.topics`). Registered by :mod:`preqrag.cli.app`,
+which adds every built-in system's ``commands`` module (:data:`preqrag.core.config.SYSTEMS`)."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@
   that alone leaves no room for any passage is cut (to the window).
 * Answer-bearing sentences (not in the paper): with ``[generator] context_tokens`` > 0 each
   passage is first cut to its sentences that bear most on the question, that many tokens for
-  all passages together (:func:`preqrag.selection.select_sentences`, scored by the pipeline's
+  all passages together (:func:`preqrag.components.selection.select_sentences`, scored by the pipeline's
   cross-encoder), as the default generator does: a 1.5B model on a CPU prefills ~110 tokens/s,
   so an 8k-token context costs over a minute per answer. ``context_tokens = 0`` keeps the
   paper's whole passages (docs/preset-dota.md has the rows of both).
@@ -19,18 +19,18 @@
   (§4.2, Table 3 "300-word cap"). Decoding is greedy by default (``[generator] temperature =
   0``); the authors' code samples at 0.8 (set ``[generator] temperature = 0.8`` to reproduce
   it; sampled calls are not cached). A degenerate (looping) answer is repaired and recorded
-  (:func:`preqrag.answering.repair_answer`).
+  (:func:`preqrag.components.answering.repair_answer`).
 """
 
 from __future__ import annotations
 
-from ...answering import answer_options, repair_answer
-from ...config import GeneratorConfig
+from ...components.answering import answer_options, repair_answer
+from ...core.config import GeneratorConfig
 from .settings import DotaConfig
-from ...generation import CHAT_TEMPLATE_MARGIN, Generated, truncate_tokens, truncate_words
-from ...selection import select_batch
-from ...text import llm_window, token_counter
-from ...stages import LLM, LLMError
+from ...components.generation import CHAT_TEMPLATE_MARGIN, Generated, truncate_tokens, truncate_words
+from ...components.selection import select_batch
+from ...core.text import llm_window, token_counter
+from ...core.contracts import LLM, LLMError
 
 PROMPT = """You are a helpful assistant.
 
@@ -99,7 +99,7 @@ class DotaGenerator:
 
     Args:
         llm: the shared LLM (``count_tokens`` and ``context_window`` used when present, else
-            :func:`preqrag.generation.approx_tokens` and 4096).
+            :func:`preqrag.components.generation.approx_tokens` and 4096).
         cfg: ``[generator]`` (``max_new_tokens``, ``max_words``, ``context_tokens``: > 0, the
             passages' answer-bearing sentences in that many tokens; 0, whole passages).
         dota: ``[dota]`` (``context_tokens``: the §2.4 budget the passages are cut to).
@@ -122,7 +122,7 @@ class DotaGenerator:
         window = llm_window(llm)
         room = window - self.cfg.max_new_tokens - CHAT_TEMPLATE_MARGIN
         notes: list[list[str]] = [[] for _ in questions]
-        if self.cfg.context_tokens:  # each passage's answer-bearing sentences (preqrag.selection)
+        if self.cfg.context_tokens:  # each passage's answer-bearing sentences (preqrag.components.selection)
             contexts, notes = select_batch(questions, contexts, max_tokens=self.cfg.context_tokens, count=count,
                                            cross_encoder=self.sentence_scorer)
         fitted = [aggregate(q, c, count=count, budget=self.dota.context_tokens, room=room)

@@ -15,7 +15,7 @@ DoTA-RAG (Ruangtanusak et al., SIGIR 2025 LiveRAG, arXiv 2506.12571):
    ``Counter.most_common(2)``). Namespaces are WebOrganizer's 24 topics
    (:mod:`preqrag.systems.dota.topics`).
 
-The plan is one :class:`~preqrag.records.SubQuery` whose ``sparse``/``dense`` text is the
+The plan is one :class:`~preqrag.core.records.SubQuery` whose ``sparse``/``dense`` text is the
 rewrite and whose ``filters`` are ``{"topic": [top-2 namespaces]}``; the dense retriever
 searches only those namespaces' passages. Over an index, the preset's rewriter
 (:class:`preqrag.systems.dota.RoutedDotaRewriter`) replaces that filter by the parts of the namespaces
@@ -40,10 +40,10 @@ import re
 from collections import Counter
 
 from .settings import DotaConfig
-from ...records import QueryPlan, QuestionType, SubQuery
-from ...text import clean_reply_line, content_words
-from ...llm.structured import CHARS_PER_TOKEN, chars_for, json_field, parse_json, string_field
-from ...stages import LLM, LLMError
+from ...core.records import QueryPlan, QuestionType, SubQuery
+from ...core.text import clean_reply_line, content_words
+from ...models.llm.structured import CHARS_PER_TOKEN, chars_for, json_field, parse_json, string_field
+from ...core.contracts import LLM, LLMError
 from .topics import FACET, TOPIC_NAMES
 
 REWRITE_PROMPT = ("You are a helpful assistant. Your task is to rewrite sentences by correcting typos and "
@@ -252,7 +252,7 @@ class NamespaceRouter:
         everything) with fallback ``route: no valid vote`` when none parsed. Each discarded
         vote adds ``route vote V: <reason>``. One ``chat_many`` call for every vote of the batch,
         vote ``v`` seeded ``route_seed + v``: a batching backend prefills each question's routing
-        prompt once for all its votes (:class:`preqrag.llm.batching.BatchDecoder`).
+        prompt once for all its votes (:class:`preqrag.models.llm.batching.BatchDecoder`).
         """
         votes = self.cfg.route_votes
         requests = [self.messages(q) for q in questions for _ in range(votes)]

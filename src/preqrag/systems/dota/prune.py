@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ...records import Ranking
+from ...core.records import Ranking
 from ...retrieval.bm25 import BM25Retriever, tokenize
 
 

@@ -1,13 +1,13 @@
-"""The ``[dota]`` table: DoTA-RAG's settings (registered with :func:`preqrag.config.register_table`),
-and the preset ``dota`` (:func:`preqrag.presets.register_preset`; docs/preset-dota.md)."""
+"""The ``[dota]`` table: DoTA-RAG's settings (registered with :func:`preqrag.core.config.register_table`),
+and the preset ``dota`` (:func:`preqrag.core.presets.register_preset`; docs/preset-dota.md)."""
 
 from __future__ import annotations
 
 from pydantic import Field
 
-from ...config import Section as _Section
-from ...config import register_table
-from ...presets import register_preset
+from ...core.config import Section as _Section
+from ...core.config import register_table
+from ...core.presets import register_preset
 
 
 class DotaConfig(_Section):

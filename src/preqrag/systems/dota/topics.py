@@ -174,7 +174,7 @@ def assign_topics(index, parts_per_topic: int = PARTS_PER_TOPIC) -> TopicAssignm
     ``min(parts_per_topic, n // 39)`` parts (at least one). No passage is re-encoded.
 
     Args:
-        index: a :class:`preqrag.index.Index` with a dense index.
+        index: a :class:`preqrag.index.embedded.Index` with a dense index.
         parts_per_topic: the most parts per topic (``[dota] route_parts``, default 8).
 
     Raises:
@@ -264,8 +264,8 @@ def part_scores(a: TopicAssignment, query_vectors: np.ndarray, votes: list[dict[
 
 
 def _save(path: Path, a: TopicAssignment) -> None:
-    """Write ``a`` to ``path`` atomically (:func:`preqrag.io.atomic_write`)."""
-    from ...io import atomic_write
+    """Write ``a`` to ``path`` atomically (:func:`preqrag.core.io.atomic_write`)."""
+    from ...core.io import atomic_write
 
     atomic_write(path, lambda fh: np.savez(fh, labels=a.labels, names=np.asarray(a.names),
                                            method=np.asarray(a.method), embedder=np.asarray(a.embedder),
@@ -331,8 +331,8 @@ def load_topics(index, *, rebuild: bool = False, parts_per_topic: int = PARTS_PE
 def main(argv: list[str] | None = None) -> int:
     """``python -m preqrag.systems.dota.topics --index IDX [--config CFG] [--rebuild]``: assign the
     topics of an index (written to ``<IDX>/topics.npz``) and print passages per topic as JSON."""
-    from ...config import ConfigError, load_config
-    from ...index import Index, IndexOpenError
+    from ...core.config import ConfigError, load_config
+    from ...index.embedded import Index, IndexOpenError
 
     p = argparse.ArgumentParser(prog="python -m preqrag.systems.dota.topics", description=main.__doc__)
     p.add_argument("--index", required=True, type=Path)

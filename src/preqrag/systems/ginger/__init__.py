@@ -3,7 +3,7 @@
 Łajewska, Kostric, Iturra-Bocaz, Arustashvili & Balog, "UiS-IAI@LiveRAG: Retrieval-Augmented
 Information Nugget-Based Generation of Responses" (SIGIR 2025 LiveRAG, arXiv 2506.22210), and the
 GINGER generator it builds on (Łajewska & Balog, SIGIR 2025). Components, each filling one slot
-of :class:`preqrag.pipeline.Pipeline` (preset ``ginger``, :mod:`preqrag.presets`):
+of :class:`preqrag.run.pipeline.Pipeline` (preset ``ginger``, :mod:`preqrag.core.presets`):
 
 * :mod:`.rewriting` – multi-query rewriting (§3.1, App. B.1): rewriter ``ginger``;
 * :mod:`.pairwise` – DuoT5-style pairwise reranking with sym-sum aggregation (§3.1): rerank

@@ -1,12 +1,12 @@
 """The GINGER components (Łajewska et al., SIGIR 2025 LiveRAG, arXiv 2506.22210), registered
-in :mod:`preqrag.components`: rewriter ``ginger`` (§3.1), rerank step ``pairwise`` (§3.1),
+in :mod:`preqrag.components.registry`: rewriter ``ginger`` (§3.1), rerank step ``pairwise`` (§3.1),
 generator ``ginger`` (§3.2-3.3)."""
 
 from __future__ import annotations
 
-from ...components import Context, register
-from ...config import ConfigError
-from ...rerankers import shared_reranker
+from ...components.registry import Context, register
+from ...core.config import ConfigError
+from ...models.rerankers import shared_reranker
 from .generator import GingerGenerator
 from .pairwise import PairScorer, PairwiseStep, load_pair_scorer
 from .rewriting import GingerRewriter

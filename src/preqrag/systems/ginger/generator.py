@@ -38,14 +38,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ...config import GeneratorConfig
+from ...core.config import GeneratorConfig
 from .settings import GingerConfig
-from ...generation import CHAT_TEMPLATE_MARGIN, Generated
-from ...records import ClusterRecord, FluencyRecord, GenerationDetails, NuggetRecord, SummaryRecord
-from ...stages import LLM, LLMError
-from ...text import cap_tokens, content_words, llm_window, split_sentences, token_counter
+from ...components.generation import CHAT_TEMPLATE_MARGIN, Generated
+from ...core.records import ClusterRecord, FluencyRecord, GenerationDetails, NuggetRecord, SummaryRecord
+from ...core.contracts import LLM, LLMError
+from ...core.text import cap_tokens, content_words, llm_window, split_sentences, token_counter
 from .clustering import cluster_nuggets, embed_texts
-from ...llm.structured import chat_grouped
+from ...models.llm.structured import chat_grouped
 from .nuggets import (MAX_NUGGETS_PER_PASSAGE, MAX_NUMBERED, NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER,
                       NUMBER_REPLY_TOKENS, NUMBERED_FORMAT, Nugget, best_in_order, candidate_excerpts, fallback_nugget,
                       keep_verbatim, nugget_schema, number_schema, numbered_passage, parse_number_reply,
@@ -75,9 +75,9 @@ _PREFIX = re.compile(r"^\s*(?:summary|response|rephrased response|answer)\s*:\s*
 
 
 GingerGenerated = Generated
-"""GINGER's answers are :class:`preqrag.generation.Generated`: ``fallbacks`` holds every LLM
+"""GINGER's answers are :class:`preqrag.components.generation.Generated`: ``fallbacks`` holds every LLM
 output rejected or failed and what was used instead (prefixed ``generate:``; the pipeline
-appends them to ``Trace.fallbacks``) and ``details`` a :class:`~preqrag.records.GenerationDetails`
+appends them to ``Trace.fallbacks``) and ``details`` a :class:`~preqrag.core.records.GenerationDetails`
 (the pipeline puts it in ``Trace.generation``): ``nuggets`` ([{text, passage (1-based), start,
 end}]), ``clusters`` in ranked order ([{nuggets (indices), passages, text, score}]),
 ``cluster_ranking``, ``summaries`` ([{cluster, text, fallback}]) and ``fluency`` ({before,

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...selection import sentence_scores
-from ...text import content_words, split_sentences
+from ...components.selection import sentence_scores
+from ...core.text import content_words, split_sentences
 
 # Appendix B.2, verbatim.
 NUGGET_SYSTEM = ("You are given a query and a relevant passage. Your task is to pinpoint and annotate the succinct "
@@ -180,7 +180,7 @@ def nugget_schema(passage: str, count=None, max_tokens: int | None = None) -> tu
     Returns:
         ``(schema, budget)``, or None for a passage with no sentence (or none that fits).
     """
-    from ...llm.structured import json_string_token_bound, string_list_field
+    from ...models.llm.structured import json_string_token_bound, string_list_field
 
     count = count or (lambda text: (len(text) + 2) // 3)
     limit = max_tokens if max_tokens is not None else 1 << 30
@@ -225,7 +225,7 @@ def numbered_passage(passage: str, question: str = "", max_sentences: int | None
 
     With ``max_sentences`` (``[ginger] nugget_sentences``; not in the paper), only that many are
     offered: those holding most of ``question``'s content words
-    (:func:`preqrag.selection.sentence_scores`, the default generator's answer-bearing
+    (:func:`preqrag.components.selection.sentence_scores`, the default generator's answer-bearing
     sentences; ties: the earlier sentence), still in passage order, so the prompt is shorter."""
     excerpts = candidate_excerpts(passage)[:MAX_NUMBERED]
     if max_sentences is not None and len(excerpts) > max_sentences:
@@ -256,7 +256,7 @@ def parse_number_reply(reply: str, excerpts: list[str], passage: str,
     Returns:
         ``(nuggets, rejected)`` as :func:`parse_nugget_reply`.
     """
-    from ...llm.structured import json_field
+    from ...models.llm.structured import json_field
 
     items, err = json_field(reply, NUGGETS_KEY, list)
     if err:
@@ -285,7 +285,7 @@ def parse_nugget_reply(reply: str, passage: str, passage_index: int) -> tuple[li
         ``(nuggets, rejected)``; ``rejected`` is ``["empty"]`` or ``["unparsable JSON: ..."]``
         when the reply did not parse, ``["no nuggets"]`` for an empty list.
     """
-    from ...llm.structured import json_field
+    from ...models.llm.structured import json_field
 
     items, err = json_field(reply, NUGGETS_KEY, list)
     if err:

@@ -38,9 +38,9 @@ from typing import Protocol
 
 import numpy as np
 
-from ...records import Ranking
-from ...stages import Reranker
-from ...timing import model_time
+from ...core.records import Ranking
+from ...core.contracts import Reranker
+from ...core.timing import model_time
 
 DUOT5 = "castorini/duot5-base-msmarco"
 """The paper's pairwise reranker (§3.1, footnote 9)."""

@@ -11,7 +11,7 @@ The plan keeps the original question (Table 1: original + 3 rewrites, R@500 0.39
 rewrites alone, 0.325, and the original alone, 0.320). Two ways to send them to retrieval
 (``[ginger] query_mode``):
 
-* ``fuse`` (default): one :class:`~preqrag.records.SubQuery` with ``sparse = dense =`` the
+* ``fuse`` (default): one :class:`~preqrag.core.records.SubQuery` with ``sparse = dense =`` the
   original question and ``extra =`` the rewrites; the pipeline sends every query to BM25 and
   dense and fuses all lists (``[fusion] name = "rrf"``: reciprocal rank fusion, as in §3.1);
 * ``concatenate``: the paper's single search string q' = (q + q'1) + ... + (q + q'l).
@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import re
 
-from ...config import RewriterConfig
+from ...core.config import RewriterConfig
 from .settings import GingerConfig
-from ...records import QueryPlan, QuestionType, SubQuery
-from ...stages import LLM, LLMError
-from ...text import cap_tokens, content_words, token_counter
+from ...core.records import QueryPlan, QuestionType, SubQuery
+from ...core.contracts import LLM, LLMError
+from ...core.text import cap_tokens, content_words, token_counter
 
 # Appendix B.1, verbatim (the number of rewrites, 3 in the paper, is ``{n}``).
 ANSWER_SYSTEM = ("You are a knowledgeable question answering AI that can answer a wide range of queries either in "
@@ -56,7 +56,7 @@ def rewrites_schema(n: int, max_tokens_each: int = 128) -> dict:
     """The rewrite call's reply schema: ``{"rewrites": [str] * n}``, each 3 characters up to
     :data:`MAX_REWRITE_CHARS` or what ``max_tokens_each`` tokens hold (the call's budget is
     ``n * max_tokens_each``)."""
-    from ...llm.structured import chars_for, string_list_field
+    from ...models.llm.structured import chars_for, string_list_field
 
     return string_list_field(REWRITES_KEY, min_items=n, max_items=n, min_length=3,
                              max_length=chars_for(max_tokens_each, MAX_REWRITE_CHARS))
@@ -68,7 +68,7 @@ def parse_rewrites_reply(reply: str, question: str, n: int, *, answer: str = "",
     through :func:`parse_rewrites`' checks as lines. ``rejected`` is ``["empty"]`` /
     ``["unparsable JSON: ..."]`` / ``["unparsable: no 'rewrites' list"]`` when it did not
     parse."""
-    from ...llm.structured import json_field
+    from ...models.llm.structured import json_field
 
     items, err = json_field(reply, REWRITES_KEY, list)
     if err:

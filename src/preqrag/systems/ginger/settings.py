@@ -1,5 +1,5 @@
-"""The ``[ginger]`` table: GINGER's settings (registered with :func:`preqrag.config.register_table`),
-and the preset ``ginger`` (:func:`preqrag.presets.register_preset`; docs/preset-ginger.md)."""
+"""The ``[ginger]`` table: GINGER's settings (registered with :func:`preqrag.core.config.register_table`),
+and the preset ``ginger`` (:func:`preqrag.core.presets.register_preset`; docs/preset-ginger.md)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from ...config import Section as _Section
-from ...config import register_table
-from ...presets import register_preset
+from ...core.config import Section as _Section
+from ...core.config import register_table
+from ...core.presets import register_preset
 
 
 class GingerConfig(_Section):
@@ -50,7 +50,7 @@ class GingerConfig(_Section):
         "most of GINGER's LLM time; docs/preset-ginger.md has the rows of both)."))
     nugget_sentences: int | None = Field(None, ge=1, description=(
         "nugget_reply = 'numbers': sentences of a passage offered to the nugget call, those holding most of the "
-        "question's words (preqrag.selection.sentence_scores), in passage order; null: all (up to 40). Not in "
+        "question's words (preqrag.components.selection.sentence_scores), in passage order; null: all (up to 40). Not in "
         "the paper, whose LLM reads the whole passage: nugget detection is most of GINGER's prefill "
         "(docs/preset-ginger.md has the rows)."))
     nugget_max_new_tokens: int = Field(512, ge=16, description=(

@@ -7,9 +7,9 @@ sub-questions (§2.2), retrieved by BM25 + dense and united (§2.3), reranked by
 (§2.4) and answered from the top 3 passages (§2.5).
 
 Most of its stages are the core every system shares, so they live in the core modules: the
-classifiers (:mod:`preqrag.classifiers`), retrieval and fusion, the cross-encoder step
-(:mod:`preqrag.rerankers.steps`) and the grounded-answer generator ``preqrag``
-(:mod:`preqrag.generation`, prompts A-D of App. B.3), and its settings are the core tables.
+classifiers (:mod:`preqrag.components.classifiers`), retrieval and fusion, the cross-encoder step
+(:mod:`preqrag.components.reranking`) and the grounded-answer generator ``preqrag``
+(:mod:`preqrag.components.generation`, prompts A-D of App. B.3), and its settings are the core tables.
 What is PreQRAG's alone is here:
 
 * :mod:`.rewriting` – the rewrites and sub-questions (§2.2): rewriter ``preqrag``;

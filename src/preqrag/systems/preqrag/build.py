@@ -1,9 +1,9 @@
-"""PreQRAG's own component, registered in :mod:`preqrag.components`: rewriter ``preqrag``
+"""PreQRAG's own component, registered in :mod:`preqrag.components.registry`: rewriter ``preqrag``
 (§2.2; ``[rewriter]``)."""
 
 from __future__ import annotations
 
-from ...components import Context, register
+from ...components.registry import Context, register
 from .rewriting import PreQRAGRewriter
 
 

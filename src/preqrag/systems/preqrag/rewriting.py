@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 
-from ...config import RewriterConfig
-from ...llm.structured import chars_for, chat_grouped, json_field, string_field, string_list_field
-from ...records import QueryPlan, QuestionType, SubQuery
-from ...stages import LLM, LLMError
-from ...text import clean_reply_line, content_words
+from ...core.config import RewriterConfig
+from ...models.llm.structured import chars_for, chat_grouped, json_field, string_field, string_list_field
+from ...core.records import QueryPlan, QuestionType, SubQuery
+from ...core.contracts import LLM, LLMError
+from ...core.text import clean_reply_line, content_words
 
 SPARSE_PROMPT = """Rewrite the question as a short web search query for a keyword search engine.
 Fix spelling mistakes, keep the important keywords, drop filler words.
@@ -67,7 +67,7 @@ reply budget (``rewriter.max_new_tokens`` tokens per query)."""
 def rewrite_schema(kind: str, max_tokens: int = 128) -> dict:
     """JSON Schema of a ``sparse`` or ``dense`` rewrite: ``{"query": str}`` /
     ``{"question": str}``, 3 characters up to :data:`MAX_QUERY_CHARS` or what ``max_tokens``
-    reply tokens hold (:func:`preqrag.llm.structured.chars_for`), so the reply closes in budget."""
+    reply tokens hold (:func:`preqrag.models.llm.structured.chars_for`), so the reply closes in budget."""
     return string_field(REWRITE_KEYS[kind], min_length=3, max_length=chars_for(max_tokens, MAX_QUERY_CHARS))
 
 
@@ -197,7 +197,7 @@ class PreQRAGRewriter:
     Args:
         llm: the LLM (loads its model on first use, or at ``warm_up``).
         cfg: ``keep_original`` (also retrieve with the original question), ``n_sub_questions`` (2, paper §2.2.2, or ``"adaptive"``: see
-            ``preqrag.classifiers.subquestions.estimate_n_sub_questions``),
+            ``preqrag.components.classifiers.subquestions.estimate_n_sub_questions``),
             ``max_length_ratio``, ``max_new_tokens``.
     """
 
