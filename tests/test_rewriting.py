@@ -112,3 +112,12 @@ def test_parse_structured_replies():
     same = '{"sub_questions": ["Azure Firewall?", "azure firewall?"]}'
     assert parse_sub_questions_reply(same, MULTI, 2, 3.0) == (None, "repeated sub-questions")
     assert parse_sub_questions_reply('{"sub_questions": []}', MULTI, 2, 3.0) == (None, "fewer than two sub-questions")
+
+
+def test_adaptive_sub_question_count_asks_for_as_many_as_the_question_holds():
+    """``n_sub_questions = "adaptive"``: the sub-question count is the question's estimated parts
+    (3 for a question with three; the fixed setting gives 2). It raised ModuleNotFoundError before."""
+    three = "What is SCADA, how does a PLC work, and why do plants use HMIs?"
+    rw = PreQRAGRewriter(JunkLLM(), RewriterConfig(n_sub_questions="adaptive"))
+    assert rw._n_sub(three) == 3 and rw._n_sub(MULTI) >= 2
+    assert PreQRAGRewriter(JunkLLM(), RewriterConfig())._n_sub(three) == 2

@@ -209,7 +209,7 @@ class PreQRAGRewriter:
 
     def _n_sub(self, question: str) -> int:
         if self.cfg.n_sub_questions == "adaptive":
-            from .classifiers.subquestions import estimate_n_sub_questions
+            from ...components.classifiers.subquestions import estimate_n_sub_questions
 
             return estimate_n_sub_questions(question)
         return int(self.cfg.n_sub_questions)
