@@ -336,12 +336,42 @@ def test_an_answer_that_copies_a_segment_is_rewritten_in_one_more_turn():
     assert a.fallbacks == ("generate: 1 copied sentence(s): answer rewritten",)
     assert b.answer == "Flat welding is easiest." and b.fallbacks == ()
     # a rewrite that fails keeps the first answer, and says so; rewrite_copies = false sends no second turn
-    gen, llm = _gen([copy, LLMError("server down")])
+    gen, llm = _gen([copy, LLMError("server down")], paraphrase_copies=False)
     (a,) = gen.generate(["Must fillet welds be continuous?"], [[segment, "Flat is easy."]])
     assert a.answer == segment and "the rewrite failed" in a.fallbacks[0]
-    gen, llm = _gen([copy], rewrite_copies=False)
+    gen, llm = _gen([copy], rewrite_copies=False, paraphrase_copies=False)
     (a,) = gen.generate(["Must fillet welds be continuous?"], [[segment, "Flat is easy."]])
     assert a.answer == segment and len(llm.prompts) == 1
+
+
+def test_a_sentence_still_copied_after_the_rewrite_is_paraphrased_alone():
+    """[cir] paraphrase_copies: each sentence that still copies a segment goes alone to one more
+    short turn (the sentence, not the segments or the question) and keeps its citations; a
+    paraphrase that fails or says something else leaves the sentence as it was."""
+    from preqrag.systems.cir.generator import PARAPHRASE_PROMPT
+
+    segment = ("Not all fillet welds need to be continuous, especially when welding stiffeners with full-length "
+               "fillet welds.")
+    other = "Overhead welding is the hardest position because the molten metal tends to fall out of the joint."
+    copy = json.dumps({"sentences": [{"text": segment, "ids": [1]}, {"text": "Flat is easiest.", "ids": [2]}]})
+    still = json.dumps({"sentences": [{"text": segment, "ids": [1]}, {"text": other, "ids": [2]}]})
+    own = "Rewritten sentence: Fillet welds on stiffeners do not have to be continuous."
+    # calls: first answer, rewrite turn (still copying both), one paraphrase call for the two sentences
+    gen, llm = _gen([copy, still, own, "Bananas are yellow."])
+    (a,) = gen.generate(["Must fillet welds be continuous?"], [[segment, other]])
+    assert len(llm.prompts) == 4
+    assert llm.prompts[2] == PARAPHRASE_PROMPT.format(sentence=segment) and "continuous?" not in llm.prompts[2]
+    assert a.citations == [("Fillet welds on stiffeners do not have to be continuous.", [1]), (other, [2])]
+    assert a.fallbacks[-1] == ("generate: 2 sentence(s) still copied a segment: 1 paraphrased, 1 kept "
+                               "(the paraphrase failed or changed it)")
+    # a failed paraphrase call keeps the sentence; no copy, no paraphrase call
+    gen, llm = _gen([copy, still, LLMError("server down"), LLMError("server down")])
+    (a,) = gen.generate(["Must fillet welds be continuous?"], [[segment, other]])
+    assert a.answer == f"{segment} {other}"
+    fresh = json.dumps({"sentences": [{"text": "Flat welding is easiest.", "ids": [2]}]})
+    gen, llm = _gen([fresh])
+    (b,) = gen.generate(["Which position is easiest?"], [[segment, other]])
+    assert len(llm.prompts) == 1 and b.fallbacks == ()
 
 
 def test_answer_schema_floor_of_sentences_is_capped_by_the_budget():

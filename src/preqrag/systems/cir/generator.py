@@ -34,7 +34,7 @@ from ...components.generation import Generated, fit_prompt, truncate_words
 from ...models.llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
 from ...components.selection import select_batch
 from ...core.contracts import LLM, LLMError
-from ...core.text import llm_window, split_sentences, token_counter
+from ...core.text import content_words, llm_window, split_sentences, token_counter
 from .settings import CIRConfig
 
 
@@ -104,6 +104,22 @@ TEXT_REWRITE_PROMPT = ("Query: {question}\n"
                        "again: short sentences in your own words that answer the query directly. Leave out what "
                        "does not answer the query.\n" + TEXT_FORMAT)
 """``answer_format = "text"``: :data:`REWRITE_PROMPT` for bracketed-id answers."""
+
+PARAPHRASE_PROMPT = ("Rewrite this sentence in your own words. Keep its facts and add nothing. Reply with the "
+                     "rewritten sentence only.\nSentence: {sentence}")
+"""Not in the paper: the per-sentence turn for an answer sentence that still copies 12+ consecutive
+words of a segment after :data:`REWRITE_PROMPT` (``[cir] paraphrase_copies``). One short call per
+such sentence (~60 prompt and ~35 reply tokens), all in one batched call; the sentence keeps its
+citations."""
+
+PARAPHRASE_MAX_TOKENS = 96
+"""Reply budget of a paraphrase: one sentence of at most :data:`MAX_SENTENCE_CHARS` characters."""
+
+PARAPHRASE_MIN_SUPPORT = 0.5
+"""Share of a paraphrase's content words (stems) that must occur in the sentence it rewrites, as
+GINGER's summaries (preqrag.systems.ginger.generator.SUMMARY_MIN_SUPPORT): a paraphrase keeps most
+words; one that does not has changed what the sentence says, and the sentence is kept."""
+_PARAPHRASE_LABEL = re.compile(r"^\s*(?:rewritten sentence|sentence)\s*:\s*", re.I)
 
 _CITES = re.compile(r"((?:\s*\[\s*\d+(?:\s*,\s*\d+)*\s*\])+)")
 _LEAD = re.compile(r"^[\s.,;:!?]+")
@@ -449,22 +465,37 @@ class CIRGenerator:
                                [self.cfg.max_new_tokens] * len(fitted), **answer_options(self.cfg))
         first = [None if isinstance(r, LLMError) else self._parse(r, f.n_passages) for f, r in zip(fitted, replies)]
         rewritten = self._rewrite_copies(questions, fitted, contexts, first, schemas) if self.cir.rewrite_copies else {}
-        out = []
-        for i, (f, reply, ctx, (_, expertise_fb), sel) in enumerate(zip(fitted, replies, contexts, chosen, notes)):
-            truncations = sel + [f"generate: {t}" for t in f.truncations]
+        drafts: list[tuple[list, list[str], ParsedAnswer | None]] = []  # (sentences, fallbacks, parse)
+        for i, (reply, (_, expertise_fb)) in enumerate(zip(replies, chosen)):
             fallbacks = [expertise_fb] if expertise_fb else []
             if isinstance(reply, LLMError):
-                out.append(Generated(f.text, reply, truncations, None, 0, tuple(fallbacks), n_passages=f.n_passages))
+                drafts.append(([], fallbacks, None))
                 continue
             parsed = first[i]
             if i in rewritten:
                 again_reply, copies = rewritten[i]
-                again = self._parse(again_reply, f.n_passages) if isinstance(again_reply, str) else None
+                again = self._parse(again_reply, fitted[i].n_passages) if isinstance(again_reply, str) else None
                 if again is not None and again.fallback is None:
                     fallbacks.append(f"generate: {copies} copied sentence(s): answer rewritten")
                     parsed = again
                 else:
                     fallbacks.append("generate: copied sentence(s), the rewrite failed: the first answer kept")
+            sentences: list[tuple[str, list[int]]] = []
+            if parsed.fallback is None:
+                sentences = list(parsed.sentences)
+                why = degenerate(" ".join(t for t, _ in sentences))
+                if why is not None:  # a looping reply: each sentence once, in order
+                    sentences = drop_repeats(sentences)
+                    fallbacks.append(f"generate: degenerate answer ({why}); repeats removed")
+            drafts.append((sentences, fallbacks, parsed))
+        if self.cir.paraphrase_copies:
+            self._paraphrase_copies(fitted, contexts, drafts)
+        out = []
+        for f, reply, sel, (sentences, fallbacks, parsed) in zip(fitted, replies, notes, drafts):
+            truncations = sel + [f"generate: {t}" for t in f.truncations]
+            if isinstance(reply, LLMError):
+                out.append(Generated(f.text, reply, truncations, None, 0, tuple(fallbacks), n_passages=f.n_passages))
+                continue
             if parsed.fallback is not None:
                 fallbacks.append(f"generate: {parsed.fallback}; the raw reply is the answer, without citations")
                 answer, cites = truncate_words(reply, self.cfg.max_words), []
@@ -474,15 +505,44 @@ class CIRGenerator:
                 if parsed.cut:
                     fallbacks.append(f"generate: reply cut at the token budget ({self.cfg.max_new_tokens}); "
                                      f"its {len(parsed.sentences)} complete sentence(s) kept")
-                sentences = parsed.sentences
-                why = degenerate(" ".join(t for t, _ in sentences))
-                if why is not None:  # a looping reply: each sentence once, in order
-                    sentences = drop_repeats(sentences)
-                    fallbacks.append(f"generate: degenerate answer ({why}); repeats removed")
                 answer, cites = join_sentences(sentences, self.cfg.max_words)
             out.append(Generated(f.text, answer, truncations, cites, parsed.removed, tuple(fallbacks),
                                  n_passages=f.n_passages))
         return out
+
+    def _paraphrase_copies(self, fitted, contexts, drafts: list[tuple[list, list[str], Any]]) -> None:
+        """``[cir] paraphrase_copies``: every answer sentence that copies a segment
+        (:func:`preqrag.components.answering.copied_sentences`, after the rewrite turn) said again
+        in one short turn of its own (:data:`PARAPHRASE_PROMPT`), all in one batched call; a sentence
+        keeps its citations. A paraphrase that is empty, fails, or keeps fewer than
+        :data:`PARAPHRASE_MIN_SUPPORT` of its content words from the sentence leaves the sentence
+        as it was. Edits ``drafts`` (per question: sentences, fallbacks, parse) in place and notes
+        each question's count in its fallbacks."""
+        slots: list[tuple[int, int]] = []
+        for i, (sentences, _, _) in enumerate(drafts):
+            if sentences:
+                copied = copied_sentences([t for t, _ in sentences], contexts[i][:fitted[i].n_passages])
+                slots += [(i, j) for j, c in enumerate(copied) if c]
+        if not slots:
+            return
+        requests = [[{"role": "user", "content": PARAPHRASE_PROMPT.format(sentence=drafts[i][0][j][0])}]
+                    for i, j in slots]
+        replies = self.llm.chat_many(requests, max_tokens=PARAPHRASE_MAX_TOKENS, **answer_options(self.cfg))
+        done: dict[int, list[int]] = {}
+        for (i, j), reply in zip(slots, replies):
+            old, ids = drafts[i][0][j]
+            new = ""
+            if isinstance(reply, str):
+                first_sentence = split_sentences(_PARAPHRASE_LABEL.sub("", reply.strip()).strip("\"'“”` "))
+                new = first_sentence[0] if first_sentence else ""
+            words = content_words(new)
+            ok = bool(words) and len(words & content_words(old)) >= PARAPHRASE_MIN_SUPPORT * len(words)
+            done.setdefault(i, [0, 0])[0 if ok else 1] += 1
+            if ok:
+                drafts[i][0][j] = (new, ids)
+        for i, (ok, kept) in done.items():
+            note = f"generate: {ok + kept} sentence(s) still copied a segment: {ok} paraphrased"
+            drafts[i][1].append(note + (f", {kept} kept (the paraphrase failed or changed it)" if kept else ""))
 
     def _parse(self, reply: str, n_passages: int) -> ParsedAnswer:
         """A reply parsed in the configured ``[cir] answer_format``."""

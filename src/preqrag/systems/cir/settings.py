@@ -33,6 +33,10 @@ class CIRConfig(_Section):
     rewrite_copies: bool = Field(True, description=(
         "Not in the paper: an answer whose sentences copy 12+ consecutive words of a segment is written "
         "again in one more, short LLM turn (question + draft; preqrag.systems.cir.generator.REWRITE_PROMPT)."))
+    paraphrase_copies: bool = Field(True, description=(
+        "Not in the paper: an answer sentence that still copies 12+ consecutive words of a segment (after "
+        "rewrite_copies) is said again in a short turn of its own (the sentence alone; "
+        "preqrag.systems.cir.generator.PARAPHRASE_PROMPT), keeping its citations (docs/preset-cir.md has the rows)."))
     answer_format: Literal["json", "text"] = Field("json", description=(
         "'json': the paper's output method (Table 2: 'give the output as a json'), a sentence list with each "
         "sentence's ids, constrained by a JSON schema; 'text' (not in the paper): sentences each followed by "

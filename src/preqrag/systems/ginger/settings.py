@@ -82,5 +82,5 @@ register_table("ginger", GingerConfig)
 register_preset("ginger", {
     "rewriter": {"name": "ginger"}, "fusion": {"name": "rrf"}, "rerank": {"chain": ["cross-encoder", "pairwise"]},
     "generator": {"name": "ginger", "context_top_k": 5, "max_words": 300},
-    "ginger": {"n_rewrites": 3, "query_mode": "fuse", "pairwise_top_k": 20, "nugget_detector": "cross-encoder",
+    "ginger": {"n_rewrites": 3, "answer_words": 50, "query_mode": "fuse", "pairwise_top_k": 20, "nugget_detector": "cross-encoder",
                "clustering": "agglomerative", "cluster_ranking": "pairwise", "max_sentences": 3, "fluency": True}})
