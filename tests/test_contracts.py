@@ -321,3 +321,30 @@ def test_no_function_in_src_is_over_120_lines():
                 if n > MAX_FUNCTION_LINES:
                     long.append(f"{p.relative_to(SRC.parent)}:{node.lineno} {node.name}: {n} lines")
     assert not long, "functions over 120 lines:\n" + "\n".join(long)
+
+
+def test_every_executor_has_every_member_the_runner_reads():
+    """run_questions reads the Executor protocol's members with no hasattr probing: the local,
+    deadline and Ray executors each have all of them (issue 56)."""
+    from types import SimpleNamespace
+    from typing import get_type_hints
+
+    from preqrag.core.config import PipelineConfig
+    from preqrag.run.deadline import DeadlineRunner
+    from preqrag.run.distributed import RayExecutor
+    from preqrag.run.runner import Executor, LocalExecutor
+
+    methods = [m for m in ("answered_batches", "model_usage") if callable(getattr(Executor, m, None))]
+    attributes = set(get_type_hints(Executor)) - set(methods)
+    assert methods == ["answered_batches", "model_usage"] and attributes == {"cfg", "fallbacks", "batches"}
+    for cls in (LocalExecutor, DeadlineRunner, RayExecutor):
+        assert all(callable(getattr(cls, m, None)) for m in methods), cls
+    cfg = PipelineConfig()
+    local = LocalExecutor(SimpleNamespace(cfg=cfg))
+    ray = RayExecutor(None, cfg, 1)  # Ray starts only on __enter__
+    for ex in (local, ray):
+        assert all(hasattr(ex, a) for a in attributes), ex
+    assert local.model_usage() is None and (local.fallbacks, local.batches) == (0, [])
+    assert ray.model_usage() == ({}, {})
+    init = DeadlineRunner.__init__.__code__.co_names
+    assert {"fallbacks", "batches", "cfg"} <= set(init)

@@ -403,6 +403,9 @@ class RerankConfig(_Section):
         "Registered rerank steps in order (preqrag.components.registry): 'cross-encoder' "
         "(pointwise, [cross_encoder]), 'mmr' (CIR), 'bm25-prune' (DoTA-RAG), 'pairwise' (GINGER). Empty, or "
         "cross_encoder.name = 'none', skips the cross-encoder."))
+    query: Literal["question", "sub-query"] = Field("question", description=(
+        "What each sub-query's ranking is reranked against: 'question', the whole question (PreQRAG §2.4), or "
+        "'sub-query', its own sub-question (a decomposed question's parts; not in the paper)."))
 
 
 class MergeConfig(_Section):

@@ -378,6 +378,11 @@ class DeadlineRunner:
     def extractive(self) -> Pipeline:
         return self.pipelines[-1]
 
+    def model_usage(self) -> None:
+        """The models ran in this process: None (the runner reads its counters;
+        :class:`preqrag.run.runner.Executor`)."""
+        return None
+
     def answered_batches(self, batches: list[list[Question]]) -> Iterator[tuple[int, list[Outcome]]]:
         """Yield ``(questions done so far, outcomes)`` per batch, in order, each batch at the
         level chosen for it (:meth:`answer`; no overlap of batches: the level of a batch depends

@@ -308,6 +308,11 @@ class RayExecutor:
         tests that kill one mid-batch)."""
         return [self.pids[a._actor_id.hex()] for a, _ in list(self._inflight.values())]
 
+    def model_usage(self) -> tuple[dict[str, float], dict[str, int]]:
+        """The actors' model seconds and calls, summed over their batches
+        (:class:`preqrag.run.runner.Executor`): they ran in other processes."""
+        return self.model_seconds, self.model_calls
+
     def answered_batches(self, batches: list[list]):
         """Yield ``(questions done so far, outcomes)`` per batch, in completion order."""
         import collections

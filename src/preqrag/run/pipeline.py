@@ -343,7 +343,9 @@ class Pipeline:
         slots = [(qi, si) for qi, p in enumerate(plans) for si in range(len(p.sub_queries))]
         lists = self._search(plans, slots, seconds)  # 2. one call per retriever for every query
         merged = _run_stage("fusion", lambda: self._fuse(lists, len(slots)), seconds)  # 3
-        current, step_outputs = self._rerank([texts[qi] for qi, _ in slots], merged, seconds)  # 4
+        against = ([plans[qi].sub_queries[si].text for qi, si in slots] if self.cfg.rerank.query == "sub-query"
+                   else [texts[qi] for qi, _ in slots])
+        current, step_outputs = self._rerank(against, merged, seconds)  # 4
         # 5. merge sub-queries (the merge slot: [merge] name), 6. context
         owns = [[j for j, (x, _) in enumerate(slots) if x == qi] for qi in range(n)]
         full = [{**{key: [lists[key][j][0] for j in own] for key, *_ in self.retrievers},
@@ -351,7 +353,7 @@ class Pipeline:
                 for own in owns]
         merged_out = _run_stage("merge", lambda: self.merge.merge(texts, classes, full,
                                                                   [[current[j] for j in own] for own in owns]),
-                                None if self.merge.name == "interleave" else seconds)  # default: untimed, as before
+                                seconds)
         return self._retrieval_traces(questions, classes, plans, full, merged_out, seconds)
 
     def _search(self, plans: list[QueryPlan], slots: list[tuple[int, int]],
@@ -398,15 +400,16 @@ class Pipeline:
             out.append(self.fusion.fuse(ordered) if ordered else Ranking())
         return out
 
-    def _rerank(self, originals: list[str], merged: list[Ranking],
+    def _rerank(self, queries: list[str], merged: list[Ranking],
                 seconds: dict[str, float]) -> tuple[list[Ranking], dict[str, list[Ranking]]]:
-        """Step 4, the rerank chain over each slot's fused list against its original question:
+        """Step 4, the rerank chain over each slot's fused list against its query (``[rerank] query``:
+        the whole question, or the slot's sub-query):
         ``(last rankings, {trace key: each step's rankings})``; with no step the fused lists pass
         through as ``reranked``."""
         step_outputs: dict[str, list[Ranking]] = {}
         current = merged
         for step in self.rerank_chain:
-            current = _run_stage(step.stage, lambda: step.rerank(originals, current, self.index.text), seconds)
+            current = _run_stage(step.stage, lambda: step.rerank(queries, current, self.index.text), seconds)
             step_outputs[step.trace_key] = current
         if "reranked" not in step_outputs:
             step_outputs["reranked"] = current

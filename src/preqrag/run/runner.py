@@ -124,27 +124,44 @@ class Executor(Protocol):
     """What answers the batches of :func:`run_questions`: :class:`LocalExecutor` (the pipeline in
     this process), :class:`preqrag.run.deadline.DeadlineRunner` (a level per batch, to a deadline),
     :class:`preqrag.run.distributed.RayExecutor` (Ray actors). The runner owns the loop: it reads the
-    questions, skips the answered ones, writes answers, traces and failures as batches complete.
-    With a deadline the executor also has ``fallbacks`` and ``batches`` (its per-batch plans); one
-    whose models run in other processes has ``model_seconds`` and ``model_calls``."""
+    questions, skips the answered ones, writes answers, traces and failures as batches complete,
+    and reads every member below (none is optional)."""
 
     cfg: PipelineConfig
+    fallbacks: int
+    """Questions answered extractively after their LLM work ran past a deadline (0 without one)."""
+    batches: list[dict]
+    """Per batch under a deadline, what was planned and measured (``answers.run.json``'s
+    ``deadline.batches``); empty without one."""
 
     def answered_batches(self, batches: list[list[Question]]) -> Iterator[tuple[int, list[Outcome]]]:
         """Yield ``(questions done so far, outcomes)`` per batch as batches complete."""
         ...
 
+    def model_usage(self) -> tuple[dict[str, float], dict[str, int]] | None:
+        """``(model seconds, model calls)`` by model kind of the models that answered, when they ran
+        in other processes (Ray actors: this process's counters did not see them); None: they ran
+        here, and the runner reads this process's counters."""
+        ...
+
 
 class LocalExecutor:
     """The pipeline in this process, batch after batch (:func:`_answered_batches`: with
-    ``run.overlap``, batch i+1's retrieval runs while batch i generates)."""
+    ``run.overlap``, batch i+1's retrieval runs while batch i generates); no deadline, so no
+    fallbacks or per-batch plans."""
 
     def __init__(self, pipeline: Pipeline):
         self.pipeline = pipeline
         self.cfg = pipeline.cfg
+        self.fallbacks = 0
+        self.batches: list[dict] = []
 
     def answered_batches(self, batches: list[list[Question]]) -> Iterator[tuple[int, list[Outcome]]]:
         return _answered_batches(self.pipeline, batches)
+
+    def model_usage(self) -> None:
+        """The models ran in this process: None (the runner reads its counters)."""
+        return None
 
 
 def _append(path: Path, records: list[dict]) -> None:
@@ -229,7 +246,6 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
     if executor is None:
         executor = (DeadlineRunner(pipeline, deadline.at.timestamp()) if deadline is not None
                     else LocalExecutor(pipeline))
-    runner = executor if deadline is not None else None  # fallbacks and per-batch plans
     levels, last_write = _write_batches(executor.answered_batches(batches), output, len(todo), summary, failures,
                                         on_progress)
     lines = [json.dumps({"id": None, "question": None, "error": str(e), "stage": "input",
@@ -237,8 +253,9 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
     lines += [f.model_dump_json() for f in failures]
     atomic_write_text(sidecar(output, "failed"), "".join(line + "\n" for line in lines))
     summary.wall_seconds = time.perf_counter() - t0
-    if hasattr(executor, "model_seconds"):  # the models ran elsewhere (Ray actors): their own counters
-        summary.model_seconds, summary.model_calls = executor.model_seconds, executor.model_calls
+    usage = executor.model_usage()
+    if usage is not None:  # the models ran elsewhere (Ray actors): their own counters
+        summary.model_seconds, summary.model_calls = usage
         summary.model_busy_seconds = None
     else:
         summary.model_seconds, summary.model_calls = model_usage_since(ms0, mc0)
@@ -250,8 +267,7 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
                             # the last answer of this run was written in time (true when it wrote none)
                             "finished_before_deadline": last_write is None or last_write <= deadline.at.timestamp(),
                             "seconds_left": round(left, 3),
-                            "fallbacks": runner.fallbacks if runner is not None else 0,
-                            "batches": runner.batches if runner is not None else []}
+                            "fallbacks": executor.fallbacks, "batches": executor.batches}
     stats = {"started": started, "questions_file": str(questions_path), **summary.to_dict()}
     atomic_write_text(stats_path(output), json.dumps(stats, indent=2) + "\n")
     return summary

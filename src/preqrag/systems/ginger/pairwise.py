@@ -20,8 +20,9 @@ Pair scorers (``[ginger] pairwise_model``):
   (a Bradley-Terry preference). **A stated deviation**: a pointwise cross-encoder cannot judge a
   pair jointly, so any preference it yields is a function of its two pointwise scores, and
   sym-sum of this one is ``2 * sum_j sigmoid(s_i - s_j)``, monotone in ``s_i``: offline, the
-  pairwise step keeps the cross-encoder's order (it re-derives, and caches, the scores of the
-  top-k). Feeding both passages into one cross-encoder input ("q [SEP] a b" against
+  pairwise step keeps the cross-encoder's order (it re-derives the scores of the top-k, which
+  the shared cross-encoder answers from its memory of the rerank step's pairs,
+  :class:`~preqrag.models.rerankers.cache.RecentScores`). Feeding both passages into one cross-encoder input ("q [SEP] a b" against
   "q [SEP] b a") was rejected: the model was trained on one passage per input, the 512-token
   window truncates the second passage, and the score difference would measure position bias
   rather than relative relevance. With internet, ``pairwise_model =
