@@ -37,21 +37,31 @@ def test_configuration_reference_page_is_current(monkeypatch):
 
     monkeypatch.delenv(LLM_MODEL_ENV, raising=False)  # the shipped defaults, not the suite's SmolLM2
     page = (ROOT / "docs" / "configuration-reference.md").read_text(encoding="utf-8")
+    answering = (ROOT / "docs" / "configuration-answering.md").read_text(encoding="utf-8")
     systems = (ROOT / "docs" / "configuration-systems.md").read_text(encoding="utf-8")
     assert page == config_reference() + "\n", "stale: run `preqrag config --markdown > docs/configuration-reference.md`"
+    assert answering == config_reference(part="answering") + "\n", (
+        "stale: run `preqrag config --markdown --part answering > docs/configuration-answering.md`")
     assert systems == config_reference(part="systems") + "\n", (
         "stale: run `preqrag config --markdown --systems > docs/configuration-systems.md`")
     tables = {k for k, v in load_config() if hasattr(type(v), "model_fields")}
-    assert tables == {t for t in tables if f"## [{t}]" in page} | {t for t in tables if f"## [{t}]" in systems}
-    assert "## [dota]" in systems and "## [dota]" not in page and "## [llm]" in page
+    on = [{t for t in tables if f"## [{t}]" in p} for p in (page, answering, systems)]
+    assert tables == on[0] | on[1] | on[2] and not (on[0] & on[1] or on[0] & on[2] or on[1] & on[2])  # each once
+    assert "## [dota]" in systems and "## [llm]" in answering and "## [bm25]" in page
     from conftest import run_cli
 
     r = run_cli("config", "--markdown")
     assert r.returncode == 0 and r.stdout == page, r.stderr
     r = run_cli("config", "--markdown", "--systems")
     assert r.returncode == 0 and r.stdout == systems, r.stderr
+    r = run_cli("config", "--markdown", "--part", "answering")
+    assert r.returncode == 0 and r.stdout == answering, r.stderr
+    r = run_cli("config", "--markdown", "--part", "nonsense")
+    assert r.returncode == 2 and "--part must be core, answering or systems" in r.stderr
     r = run_cli("config", "--markdown", "-p", "dota")  # a preset's values in the same table layout
-    assert r.returncode == 0 and '| `use_sparse` | `true` |' in r.stdout and '| `name` | `"dota"` |' in r.stdout
+    assert r.returncode == 0 and '| `use_sparse` | `true` |' in r.stdout
+    r = run_cli("config", "--markdown", "-p", "dota", "--part", "answering")
+    assert r.returncode == 0 and '| `name` | `"dota"` |' in r.stdout
 
 
 def _results_module():

@@ -437,14 +437,23 @@ def show_config(config: Optional[Path] = ConfigOpt,
                 markdown: bool = typer.Option(False, "--markdown", help=(
                     "Print the configuration reference page (docs/configuration-reference.md) instead: "
                     "every core table's settings with defaults and descriptions; with --config/-p, their values.")),
+                part: str = typer.Option("core", "--part", help=(
+                    "With --markdown, which page: 'core' (index and retrieval tables, "
+                    "docs/configuration-reference.md), 'answering' (generator, LLM, classifier, rewriter, run, "
+                    "deadline: docs/configuration-answering.md) or 'systems' (docs/configuration-systems.md).")),
                 systems: bool = typer.Option(False, "--systems", help=(
-                    "With --markdown: the systems' tables ([cir], [dota], [ginger], [mmr], a plugin's) instead "
-                    "of the core ones (docs/configuration-systems.md)."))):
+                    "With --markdown: the systems' tables ([cir], [dota], [ginger], [mmr], a plugin's); the same as "
+                    "--part systems."))):
     """Print the configuration (defaults, a preset's, or a file's values) as documented TOML, or
     with --markdown as the reference pages (without --config/-p: the shipped defaults)."""
     from ..core.config import config_reference
 
-    part = "systems" if systems else "core"
+    if part not in ("core", "answering", "systems"):
+        from rich.markup import escape
+
+        err.print(f"[red]--part must be core, answering or systems, not {escape(part)}[/red]")
+        raise typer.Exit(2)
+    part = "systems" if systems else part
     if markdown and not (config or pipeline):
         typer.echo(config_reference(part=part))  # the shipped defaults, whatever $PREQRAG_LLM_MODEL says
         return

@@ -74,10 +74,14 @@ class BM25Config(_Section):
     b: float = 0.75
     stopwords: str = "en"
     stemmer: str | None = Field("english", description="PyStemmer language, or null for none.")
-    prf: Literal["none", "rm3"] = Field("none", description="'rm3': RM3 query expansion (Anserini -rm3).")
-    prf_docs: int = Field(10, ge=1, description="fbDocs.")
-    prf_terms: int = Field(10, ge=1, description="fbTerms.")
-    prf_original_weight: float = Field(0.5, ge=0.0, le=1.0, description="originalQueryWeight.")
+    prf: Literal["none", "rm3"] = Field("none", description=(
+        "Pseudo-relevance feedback for BM25: 'rm3' expands each query with terms of its top passages (RM3, "
+        "Abdul-Jaleel et al., TREC 2004; Anserini's -rm3) and searches again; query time only, no rebuild. "
+        "Lost on the bench corpora (docs/distractors.md)."))
+    prf_docs: int = Field(10, ge=1, description="RM3: feedback passages, the query's top N (Anserini's fbDocs, 10).")
+    prf_terms: int = Field(10, ge=1, description="RM3: expansion terms kept (Anserini's fbTerms, 10).")
+    prf_original_weight: float = Field(0.5, ge=0.0, le=1.0, description=(
+        "RM3: weight of the original query against the expansion terms (Anserini's originalQueryWeight, 0.5)."))
 
     QUERY_TIME: ClassVar[tuple[str, ...]] = ("prf", "prf_docs", "prf_terms", "prf_original_weight")
     """Settings that change retrieval, not the index (left out of :meth:`index_settings`)."""
@@ -774,16 +778,23 @@ def dump_config(cfg: PipelineConfig) -> str:
     return "\n".join(lines)
 
 
-def config_reference(cfg: PipelineConfig | None = None, part: Literal["core", "systems"] = "core") -> str:
+ANSWERING_TABLES: tuple[str, ...] = ("generator", "llm", "classifier", "rewriter", "run", "deadline")
+"""The core tables on docs/configuration-answering.md (``config_reference(part="answering")``); the
+others, index and retrieval, are on docs/configuration-reference.md. Three pages keep each under 20 KB."""
+
+
+def config_reference(cfg: PipelineConfig | None = None,
+                     part: Literal["core", "answering", "systems"] = "core") -> str:
     """The configuration reference as a Markdown page: per table, each setting with its default
     (TOML) and its description, from the same validated models as :func:`dump_config` (so the
     pages written by ``preqrag config --markdown`` cannot drift; a test compares them).
 
     Args:
         cfg: the values to show; default: the shipped defaults, whatever ``$PREQRAG_LLM_MODEL`` says.
-        part: ``"core"``: ``pipeline``, ``imports`` and the core tables in their order
-            (docs/configuration-reference.md); ``"systems"``: the tables the systems' packages
-            register, by name (docs/configuration-systems.md). Two pages keep each under 20 KB.
+        part: ``"core"``: ``pipeline``, ``imports`` and the index and retrieval tables in their
+            order (docs/configuration-reference.md); ``"answering"``: the core tables of
+            :data:`ANSWERING_TABLES` (docs/configuration-answering.md); ``"systems"``: the tables the
+            systems' packages register, by name (docs/configuration-systems.md).
     """
     if cfg is None:
         cfg = load_config(None, {"llm": {"model": DEFAULT_LLM}})
@@ -795,13 +806,23 @@ def config_reference(cfg: PipelineConfig | None = None, part: Literal["core", "s
     if part == "core":
         out = ["# Configuration reference", "",
                "Every `preqrag.toml` setting with its default, from `preqrag config --markdown` (`-p PRESET`: a "
-               "preset's values). [Configuration](configuration.md): how files, presets and overrides combine "
-               "(unknown keys are refused); [Systems' settings](configuration-systems.md): the systems' own tables.",
+               "preset's values): the index and retrieval tables. [Configuration](configuration.md): how files, "
+               "presets and overrides combine (unknown keys are refused); [Answering and runs]"
+               "(configuration-answering.md): the generator, LLM, classifier, rewriter, run and deadline tables; "
+               "[Systems' settings](configuration-systems.md): the systems' own tables.",
                ""]
         for name in ("pipeline", "imports"):
             field = PipelineConfig.model_fields[name]
             out += [f"`{name} = {_toml_value(getattr(cfg, name))}`: {cell(field.description or '')}", ""]
-        sections = [(k, m) for k, m in cfg if isinstance(m, BaseModel) and k in core]
+        sections = [(k, m) for k, m in cfg if isinstance(m, BaseModel) and k in core and k not in ANSWERING_TABLES]
+    elif part == "answering":
+        out = ["# Configuration reference: answering and runs", "",
+               "The generator, LLM, classifier, rewriter, run and deadline tables with their defaults, from `preqrag "
+               "config --markdown --part answering`. The index and retrieval tables, `pipeline` and `imports`: the "
+               "[Configuration reference](configuration-reference.md); the systems' tables: "
+               "[Systems' settings](configuration-systems.md).",
+               ""]
+        sections = [(k, m) for k, m in cfg if isinstance(m, BaseModel) and k in ANSWERING_TABLES]
     else:
         out = ["# Systems' settings", "",
                "The tables that the systems' packages register (CIR's `[cir]` and `[mmr]`, DoTA-RAG's `[dota]`, "
