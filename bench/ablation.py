@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import final_retrieval_columns, machine, placeholders, stage_means  # noqa: E402
+from harness import final_retrieval_columns, machine, placeholders, stage_means  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.evaluation.classification import evaluate_classification, predictions_from_traces  # noqa: E402

@@ -23,8 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, pct, placeholders, recall_vs  # noqa: E402
-from ann_scale import _RowIds, _shards  # noqa: E402
+from harness import RowIds, machine, pct, placeholders, recall_vs, vector_shards  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -44,9 +43,9 @@ def main(argv=None) -> int:
 
     d = Path(args.workdir)
     q = np.load(d / "queries.npy")
-    n = sum(np.load(f, mmap_mode="r").shape[0] for f in _shards(d))
-    flat = DenseRetriever(d / "flat.faiss", _RowIds(n), encoder=None, cfg=IndexConfig()).faiss_index
-    base = DenseRetriever(d / f"{args.base}.faiss", _RowIds(n), encoder=None,
+    n = sum(np.load(f, mmap_mode="r").shape[0] for f in vector_shards(d))
+    flat = DenseRetriever(d / "flat.faiss", RowIds(n), encoder=None, cfg=IndexConfig()).faiss_index
+    base = DenseRetriever(d / f"{args.base}.faiss", RowIds(n), encoder=None,
                           cfg=IndexConfig(dense_index=args.base)).faiss_index
     exact = [set(r) for r in flat.search(q, 10)[1].tolist()]
     refined = faiss.IndexRefine(base, flat)

@@ -48,7 +48,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, placeholders  # noqa: E402
+from harness import describe, machine, placeholders  # noqa: E402
 from presets import token_f1  # noqa: E402
 
 from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import machine, placeholders
+from harness import machine, placeholders
 
 from preqrag.core.io import atomic_write_text
 

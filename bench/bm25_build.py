@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import machine  # noqa: E402
+from harness import machine  # noqa: E402
 
 
 def main(argv=None) -> int:

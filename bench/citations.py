@@ -65,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine  # noqa: E402
+from harness import machine  # noqa: E402
 
 from preqrag.components.citations import DEFAULT_THRESHOLD, Attributor, load_attributor, split_sentences  # noqa: E402
 from preqrag.core.io import atomic_write_text  # noqa: E402

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine as _common_machine  # noqa: E402
+from harness import machine as harness_machine  # noqa: E402
 
 from classifier_speed import measure  # noqa: E402
 
@@ -82,10 +82,10 @@ def by_field(questions, y: np.ndarray, pred: np.ndarray, field: str) -> dict:
 
 
 def machine() -> dict:
-    """:func:`_common.machine` plus the scikit-learn and numpy versions the classifiers ran with."""
+    """:func:`harness.machine` plus the scikit-learn and numpy versions the classifiers ran with."""
     import sklearn
 
-    return {**_common_machine(), "scikit_learn": sklearn.__version__, "numpy": np.__version__}
+    return {**harness_machine(), "scikit_learn": sklearn.__version__, "numpy": np.__version__}
 
 
 def run_llm_sample(data, y, preds: dict, sample_size: int, seed: int, threads: int | None,

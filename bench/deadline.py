@@ -11,7 +11,7 @@ Two parts:
   or failure), ``batches`` (per-batch plan), plus ``command``.
 * **levels**: the retrieval quality of each ``[deadline] levels`` entry on a fixed-seed sample of the
   dev questions (``--quality-questions``, ``--quality-sample``), without generation: the ablation
-  ladder's columns on the final ranking (bench/_common.final_retrieval_columns, ranx) and
+  ladder's columns on the final ranking (bench/harness.final_retrieval_columns, ranx) and
   ``context_hit`` — a gold document among the passages the generator (or the extractive answer)
   gets; for multi-doc questions the share of gold documents there — and retrieval seconds per
   question. Each level is preqrag.run.deadline.level_pipelines' pipeline (shared models).
@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import final_retrieval_columns, machine  # noqa: E402
+from harness import final_retrieval_columns, machine  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.run.deadline import level_pipelines, parse_deadline  # noqa: E402

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, placeholders  # noqa: E402
+from harness import machine, placeholders  # noqa: E402
 
 NOTE = ("fraction_searched_mean: passages in the routed namespaces / all passages (1.0 when no vote parsed: the "
         "whole index is searched); search_space_reduction: 1 - that; gold_in_namespaces: share of gold documents "

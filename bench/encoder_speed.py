@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, placeholders  # bench/_common.py
+from harness import machine, placeholders  # bench/harness.py
 from preqrag.core.io import atomic_write_text
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"

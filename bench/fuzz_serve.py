@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import machine  # noqa: E402
-from _common import free_port, http_get, wait_ready  # noqa: E402
+from harness import machine  # noqa: E402
+from harness import free_port, http_get, wait_ready  # noqa: E402
 
 from preqrag.core.io import atomic_write_text  # noqa: E402
 

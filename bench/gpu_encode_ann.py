@@ -102,7 +102,7 @@ def run(model: Path, queries: Path, work: Path, out: Path, batch_size: int, rate
     import pyarrow.parquet as pq
     import torch
 
-    from _common import machine
+    from harness import machine
     from scale import type_config
 
     from preqrag.models.encoders.sentence_transformers import SentenceTransformerEncoder

@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import machine
+from harness import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))

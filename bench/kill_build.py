@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import corpus_head, machine  # noqa: E402
+from harness import corpus_head, machine  # noqa: E402
 
 from preqrag.core.io import atomic_write_text  # noqa: E402
 

@@ -42,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import final_retrieval_columns, machine  # noqa: E402
+from harness import final_retrieval_columns, machine  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.evaluation.retrieval import gold_docs  # noqa: E402

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import machine  # noqa: E402
+from harness import machine  # noqa: E402
 from presets import fallback_kind  # noqa: E402
 
 from preqrag.core.io import atomic_write_text  # noqa: E402

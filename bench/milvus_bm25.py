@@ -10,7 +10,7 @@ question, no reranking:
   faiss-flat   the embedded index's dense retrieval
   milvus-dense Milvus dense search over the same vectors
 
-Row: the ablation ladder's document-level columns (bench/_common.final_retrieval_columns), the mean
+Row: the ablation ladder's document-level columns (bench/harness.final_retrieval_columns), the mean
 overlap of the top-10 passage sets with the embedded retriever of the same kind, and per-query latency
 p50 / p95 (ms; one query per call). Milvus Lite is a pure-Python stand-in: its latency says nothing of
 a Milvus server. Writes ``--out`` (JSON; docs/results/milvus.md shows it).
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import final_retrieval_columns, gold_traces, machine, pct  # noqa: E402
+from harness import final_retrieval_columns, gold_traces, machine, pct  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.index.embedded import Index  # noqa: E402

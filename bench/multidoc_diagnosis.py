@@ -31,7 +31,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import add_dev_sample_args, dev_sample, machine, placeholders
+from harness import add_dev_sample_args, dev_sample, machine, placeholders
 
 from preqrag.core.config import load_config
 from preqrag.core.io import atomic_write_text

@@ -26,7 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from _common import machine, placeholders  # noqa: E402
+from harness import machine, placeholders  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.core.io import atomic_write_text  # noqa: E402

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, placeholders
+from harness import describe, machine, placeholders
 from presets import token_f1
 
 from preqrag.components.answering import copied_sentences, degenerate

@@ -41,7 +41,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _common import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
+from harness import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402

@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from _common import md_table  # noqa: E402
+from harness import md_table  # noqa: E402
 
 BEGIN, END = "<!-- bench/presets_summary.py: begin -->", "<!-- bench/presets_summary.py: end -->"
 

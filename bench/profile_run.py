@@ -25,7 +25,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _common import machine, placeholders  # noqa: E402
+from harness import machine, placeholders  # noqa: E402
 
 # (category, is model inference, substrings any of which must occur in the stack), first match wins
 CATEGORIES = [

@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, placeholders  # noqa: E402
+from harness import describe, machine, placeholders  # noqa: E402
 
 from preqrag.core.io import atomic_write_text  # noqa: E402
 

@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import corpus_head, machine, placeholders  # noqa: E402
+from harness import corpus_head, machine, placeholders  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.core.io import atomic_write_text  # noqa: E402

@@ -48,7 +48,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine
+from harness import describe, machine
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT.parent / "shared" / "liverag-bench"

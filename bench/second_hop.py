@@ -28,7 +28,7 @@ import json
 import sys
 from pathlib import Path
 
-from _common import add_dev_sample_args, dev_sample, machine, placeholders
+from harness import add_dev_sample_args, dev_sample, machine, placeholders
 
 from preqrag.core.config import load_config
 from preqrag.components.fusion.interleave import interleave

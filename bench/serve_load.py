@@ -41,7 +41,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from _common import free_port, http_post, machine, pct, wait_ready  # noqa: E402
+from harness import free_port, http_post, machine, pct, wait_ready  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402

@@ -38,8 +38,8 @@ import threading
 import time
 from pathlib import Path
 
-from _common import machine, pct  # noqa: E402
-from _common import free_port, http_post, wait_ready  # noqa: E402
+from harness import machine, pct  # noqa: E402
+from harness import free_port, http_post, wait_ready  # noqa: E402
 
 from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
 

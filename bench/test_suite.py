@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _common import describe, machine, md_table  # noqa: E402
+from harness import describe, machine, md_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_JSON = REPO / "docs" / "bench" / "test_suite.json"

@@ -32,7 +32,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from _common import machine, stage_means  # noqa: E402
+from harness import machine, stage_means  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.core.io import atomic_write_text  # noqa: E402

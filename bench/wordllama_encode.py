@@ -20,7 +20,19 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, placeholders  # noqa: E402
+from harness import machine, placeholders  # noqa: E402
+
+
+def library_model(enc):
+    """wordllama's own ``WordLlamaInference`` on the table and tokenizer ``enc`` encodes with (its
+    public ``weights``, ``dim`` and ``tokenizer``), loaded as
+    :class:`preqrag.models.encoders.wordllama.WordLlamaEncoder` loads it (its first ``dim`` columns)."""
+    from safetensors import safe_open
+    from wordllama.inference import WordLlamaInference
+
+    with safe_open(str(enc.weights), framework="np", device="cpu") as f:
+        table = f.get_tensor("embedding.weight")[:, : enc.dim]
+    return WordLlamaInference(table, enc.tokenizer)
 
 
 def main(argv=None) -> int:
@@ -44,7 +56,7 @@ def main(argv=None) -> int:
     texts = texts[: args.n]
     cfg = EmbedderConfig(name="wordllama")
     enc = load_encoder(cfg)
-    model = enc._load()
+    model = library_model(enc)
     ntok = sum(map(enc.count_tokens, texts)) / len(texts)  # not encode_batch: WordLlama's tokenizer pads batches
 
     def library(ts):
