@@ -137,5 +137,9 @@ def note(rows: list[dict]) -> str:
             "other values of their search-time setting, recall@10 against flat and batch-1 latency.")
 
 
+run = main
+"""The entry of ``python -m bench ann`` (bench/__main__.py): ``run(argv)``, the exit status."""
+
+
 if __name__ == "__main__":
     sys.exit(main())

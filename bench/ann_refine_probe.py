@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from harness import RowIds, machine, pct, placeholders, recall_vs, vector_shards  # noqa: E402
+from harness import RowIds, command, machine, pct, recall_vs, vector_shards  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -66,9 +65,13 @@ def main(argv=None) -> int:
             print(json.dumps(rows[-1]), flush=True)
     out = {"passages": n, "base": args.base, "queries": len(q), "rows": rows, "machine": machine(),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "command": "python bench/ann_refine_probe.py " + " ".join(placeholders(argv or sys.argv[1:]))}
+           "command": command("ann_refine_probe", argv)}
     atomic_write_text(Path(args.out), json.dumps(out, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench ann_refine_probe`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import machine, pct, placeholders, recall_vs  # noqa: E402
+from harness import command as recorded_command, machine, pct, recall_vs  # noqa: E402
 from harness import RowIds, peak_mb, status_mb, vector_shards  # noqa: E402
 from scale import generate, type_config  # noqa: E402
 
@@ -274,7 +274,7 @@ def main(argv=None) -> int:
     qs, _ = read_questions(args.questions)
     qs = [q.question for q in random.Random(0).sample(qs, min(args.queries, len(qs)))]  # scale.py's sample
     np.save(d / "queries.npy", v["encoder"].encode(qs, is_query=True))
-    command = "python bench/ann_scale.py " + " ".join(placeholders(argv or sys.argv[1:]))
+    command = recorded_command("ann_scale", argv)
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
     exact = None
     from preqrag.core.config import IndexConfig
@@ -316,6 +316,10 @@ def main(argv=None) -> int:
         data["note"] = NOTE
         atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench ann_scale`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

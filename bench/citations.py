@@ -349,5 +349,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+run = main
+"""The entry of ``python -m bench citations`` (bench/__main__.py): ``run(argv)``, the exit status."""
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -154,7 +154,7 @@ def summary(report: dict) -> dict:
     return out
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Cross-validated comparison of question classifiers.")
     ap.add_argument("--questions", type=Path, default=Path(__file__).resolve().parent.parent.parent / "shared" / "liverag-bench" / "dev.jsonl")
     ap.add_argument("--seed", type=int, default=0)
@@ -167,7 +167,7 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path, default=None,
                     help="keep each candidate's held-out predictions here and reuse them on a rerun")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "classifier.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     data = load_labelled(args.questions)
     y = data.y
@@ -211,7 +211,7 @@ def main() -> None:
 
     report: dict = {
         "command": "".join(f"{k}={os.environ[k]} " for k in ("OMP_NUM_THREADS",) if k in os.environ)
-                   + "PYTHONPATH=src python bench/classifier_cv.py " + " ".join(sys.argv[1:]),
+                   + "PYTHONPATH=src python bench/classifier_cv.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
         "data": {"file": str(args.questions), "n_single": int((y == 0).sum()), "n_multi": int((y == 1).sum()),
@@ -273,6 +273,11 @@ def main() -> None:
     report.update(summary(report))
     atomic_write_text(args.out, json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     log(f"wrote {args.out}")
+    return 0
+
+
+run = main
+"""The entry of ``python -m bench classifier_cv`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import machine, placeholders  # noqa: E402
+from harness import command, machine  # noqa: E402
 from harness import peak_mb  # noqa: E402
 
 
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
-        "command": "python bench/flat_peak.py " + " ".join(placeholders(argv or sys.argv[1:])),
+        "command": command("flat_peak", argv),
         "passages": args.passages, "dim": args.dim, "vector_files": len(files),
         "rows_per_file": SHARD, "vectors_write_seconds": round(write_s, 1),
         "index_bytes": index_path.stat().st_size, "build_seconds": built["seconds"],
@@ -110,6 +110,10 @@ def main(argv=None) -> int:
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0 if result["check"]["ok"] else 1
+
+
+run = main
+"""The entry of ``python -m bench flat_peak`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

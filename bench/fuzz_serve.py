@@ -78,5 +78,9 @@ def main(argv=None) -> int:
     return 0 if result["no_issues"] and alive else 1
 
 
+run = main
+"""The entry of ``python -m bench fuzz_serve`` (bench/__main__.py): ``run(argv)``, the exit status."""
+
+
 if __name__ == "__main__":
     sys.exit(main())

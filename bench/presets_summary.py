@@ -82,5 +82,9 @@ def main(argv=None) -> int:
     return 0
 
 
+run = main
+"""The entry of ``python -m bench presets_summary`` (bench/__main__.py): ``run(argv)``, the exit status."""
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -56,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness import machine, pct, peak_mb, recall_vs, status_mb  # noqa: E402
+from harness import command as recorded_command, machine, pct, peak_mb, recall_vs, status_mb  # noqa: E402
 
 HERE = Path(__file__).resolve()
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -278,7 +278,7 @@ def main(argv=None) -> int:
     toml.write_text('[embedder]\nname = "wordllama"\n[index]\ndense_index = "flat"\n')
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
-    command = "python bench/scale.py " + " ".join(argv or sys.argv[1:])
+    command = recorded_command("scale", argv, paths=False)
     if args.real_encoder_sample:
         data["real_encoder"] = {**real_encoder_rate(source, args.real_encoder_sample), "command": command}
     me = [sys.executable, str(HERE)]
@@ -363,6 +363,10 @@ def note(data: dict) -> str:
     if data.get("bm25_build_alone"):
         text += " bm25_build_alone: the BM25 build alone (final code)."
     return text
+
+
+run = main
+"""The entry of ``python -m bench scale`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -223,5 +223,9 @@ def main(argv=None) -> int:
     return 0 if ok else 1
 
 
+run = main
+"""The entry of ``python -m bench soak`` (bench/__main__.py): ``run(argv)``, the exit status."""
+
+
 if __name__ == "__main__":
     sys.exit(main())

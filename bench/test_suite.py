@@ -113,5 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     return proc.returncode
 
 
+run = main
+"""The entry of ``python -m bench test_suite`` (bench/__main__.py): ``run(argv)``, the exit status."""
+
+
 if __name__ == "__main__":
     sys.exit(main())

@@ -91,5 +91,9 @@ def main(argv=None) -> int:
     return rc
 
 
+run = main
+"""The entry of ``python -m bench throughput`` (bench/__main__.py): ``run(argv)``, the exit status."""
+
+
 if __name__ == "__main__":
     raise SystemExit(main())
