@@ -36,7 +36,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import final_retrieval_columns, machine, placeholders, stage_means  # noqa: E402
+from harness import command as recorded_command, final_retrieval_columns, machine, stage_means  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.evaluation.classification import evaluate_classification, predictions_from_traces  # noqa: E402
@@ -86,7 +86,7 @@ def main(argv=None) -> int:
     data = json.loads(out.read_text()) if out.exists() else {}
     data = {"rows": data} if isinstance(data, list) else data  # a bare list of rows before the note
     rows = data.get("rows", [])
-    command = "python bench/ablation.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv))
+    command = recorded_command("ablation", argv)
     for name in args.rows.split(","):
         overrides = {k: dict(v) for k, v in ROWS[name].items()}
         overrides.setdefault("run", {})["trace_depth"] = 100
@@ -142,6 +142,10 @@ def cache_hits(pipeline: Pipeline) -> dict:
         if store is not None:
             out[name] = {"hits": store.hits, "misses": store.misses}
     return out
+
+
+run = main
+"""The entry of ``python -m bench ablation`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

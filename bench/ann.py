@@ -10,7 +10,7 @@ The sample's questions are encoded once with the index's embedder. For each type
 records: build seconds, file size, ``open_seconds`` (memory-mapped open), recall@10 against
 flat (share of the exact top-10 passages found, averaged over questions), dense-only retrieval
 at document level on the sample (single hit@10 / MRR@10, multi recall@10; the ladder's
-definitions, :func:`bench._common.final_retrieval_columns`), and search latency p50 / p95 in
+definitions, :func:`bench.harness.final_retrieval_columns`), and search latency p50 / p95 in
 ms for batches of 1 and of 16 queries (query encoding excluded; ``faiss.omp_set_num_threads``
 left at the machine's default). A type ``T+rflat`` is ``T`` with ``refine = "flat"``.
 
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import final_retrieval_columns, gold_traces, machine, pct, recall_vs  # noqa: E402
+from harness import final_retrieval_columns, gold_traces, machine, pct, recall_vs  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.index.embedded import Index  # noqa: E402
@@ -135,6 +135,10 @@ def note(rows: list[dict]) -> str:
             "share of the exact top-10 passages found; dense_only_*: dense retrieval alone at document level; "
             "latencies in ms for batches of 1 and 16 queries, query encoding excluded. sweep: the same types at "
             "other values of their search-time setting, recall@10 against flat and batch-1 latency.")
+
+
+run = main
+"""The entry of ``python -m bench ann`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

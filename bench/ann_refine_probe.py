@@ -17,14 +17,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import machine, pct, placeholders, recall_vs  # noqa: E402
-from ann_scale import _RowIds, _shards  # noqa: E402
+from harness import RowIds, command, machine, pct, recall_vs, vector_shards  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -44,9 +42,9 @@ def main(argv=None) -> int:
 
     d = Path(args.workdir)
     q = np.load(d / "queries.npy")
-    n = sum(np.load(f, mmap_mode="r").shape[0] for f in _shards(d))
-    flat = DenseRetriever(d / "flat.faiss", _RowIds(n), encoder=None, cfg=IndexConfig()).faiss_index
-    base = DenseRetriever(d / f"{args.base}.faiss", _RowIds(n), encoder=None,
+    n = sum(np.load(f, mmap_mode="r").shape[0] for f in vector_shards(d))
+    flat = DenseRetriever(d / "flat.faiss", RowIds(n), encoder=None, cfg=IndexConfig()).faiss_index
+    base = DenseRetriever(d / f"{args.base}.faiss", RowIds(n), encoder=None,
                           cfg=IndexConfig(dense_index=args.base)).faiss_index
     exact = [set(r) for r in flat.search(q, 10)[1].tolist()]
     refined = faiss.IndexRefine(base, flat)
@@ -67,9 +65,13 @@ def main(argv=None) -> int:
             print(json.dumps(rows[-1]), flush=True)
     out = {"passages": n, "base": args.base, "queries": len(q), "rows": rows, "machine": machine(),
            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "command": "python bench/ann_refine_probe.py " + " ".join(placeholders(argv or sys.argv[1:]))}
+           "command": command("ann_refine_probe", argv)}
     atomic_write_text(Path(args.out), json.dumps(out, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench ann_refine_probe`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ skips the rest:
    fixed-seed sample as scale.py; encoded once with WordLlama).
 4. **Each type** in ``--types`` (``hnsw``, ``hnsw-sq8``, ``ivf-sq8``, ``ivf-pq``, ``T+rflat`` = ``refine = "flat"``;
    :func:`scale.type_config`): built in a child process from the shard files (seconds, the child's
-   peak RSS = its own ``VmHWM``, bench/_common.py's ``peak_mb``), then served in another child: :class:`DenseRetriever` opens it
+   peak RSS = its own ``VmHWM``, bench/harness.py's ``peak_mb``), then served in another child: :class:`DenseRetriever` opens it
    memory-mapped (``open_seconds``) and searches the query vectors one at a time at each search-time
    setting of :data:`SWEEP` (p50 / p95 ms of one ``search_vectors`` call, query encoding excluded;
    FAISS's OpenMP threads left at the machine's default), recall@10 = mean share of the exact top-10
@@ -48,8 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, pct, placeholders, recall_vs  # noqa: E402
-from _common import peak_mb, status_mb  # noqa: E402
+from harness import command as recorded_command, machine, pct, recall_vs  # noqa: E402
+from harness import RowIds, peak_mb, status_mb, vector_shards  # noqa: E402
 from scale import generate, type_config  # noqa: E402
 
 HERE = Path(__file__).resolve()
@@ -77,11 +77,6 @@ def _sweep(kind: str) -> list[dict]:
     return SWEEP["hnsw"] if kind.startswith("hnsw") else SWEEP["ivf"] if kind.startswith("ivf") else [{}]
 
 
-def _shards(d: Path) -> list[Path]:
-    """The vector shards: this script's ``emb_*.npy`` or, with ``--from-scale``, scale.py's ``v_*.npy``."""
-    return sorted((d / "vectors").glob("emb_*.npy")) or sorted((d / "vectors").glob("v_*.npy"))
-
-
 # ---------------------------------------------------------------------------------------- children
 def child_build(work: str, kind: str, ef_construction: str = "", reuse_base: str = "") -> None:
     """Child: build ``kind`` from the shard files; seconds, file size and own peak RSS on stdout.
@@ -90,7 +85,7 @@ def child_build(work: str, kind: str, ef_construction: str = "", reuse_base: str
     from preqrag.retrieval.dense import build_faiss
 
     d = Path(work)
-    files = _shards(d)
+    files = vector_shards(d)
     dim = np.load(files[0], mmap_mode="r").shape[1]
     cfg = type_config(kind, dim)
     if ef_construction and kind.startswith("hnsw"):
@@ -140,29 +135,16 @@ def child_refine(d: Path, kind: str, cfg, files: list[Path], dim: int) -> None:
                       "build_peak_rss_mb": max(base_built["build_peak_rss_mb"], peak)}))
 
 
-class _RowIds:
-    """Passage ids ``"0"``, ``"1"``, ... made on access (no list of millions of strings)."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> str:
-        return str(i)
-
-
 def child_serve(work: str, kind: str) -> None:
     """Child: open ``kind`` memory-mapped, search the query vectors at each setting; top-10 rows."""
     from preqrag.retrieval.dense import DenseRetriever
 
     d = Path(work)
     q = np.load(d / "queries.npy")
-    n = sum(np.load(f, mmap_mode="r").shape[0] for f in _shards(d))
+    n = sum(np.load(f, mmap_mode="r").shape[0] for f in vector_shards(d))
     base = type_config(kind, q.shape[1])
     t = time.perf_counter()
-    dense = DenseRetriever(d / f"{kind}.faiss", _RowIds(n), encoder=None, cfg=base)
+    dense = DenseRetriever(d / f"{kind}.faiss", RowIds(n), encoder=None, cfg=base)
     dense.warm_up()
     open_s = time.perf_counter() - t
     # first-call costs and page faults out of the figures: every query once at the sweep's widest
@@ -225,7 +207,7 @@ def vectors(source: Path, d: Path, n: int, seed: int) -> dict:
     gen = json.loads((d / "corpus.json").read_text())
     enc = load_encoder(EmbedderConfig(name="wordllama"))
     (d / "vectors").mkdir(exist_ok=True)
-    had = sum(np.load(f, mmap_mode="r").shape[0] for f in _shards(d))  # rows encoded by earlier calls
+    had = sum(np.load(f, mmap_mode="r").shape[0] for f in vector_shards(d))  # rows encoded by earlier calls
     t = time.perf_counter()
     files = encode_passages(corpus, d / "vectors", enc, batch_size=EmbedderConfig(name="wordllama").batch_size)
     s = time.perf_counter() - t
@@ -292,7 +274,7 @@ def main(argv=None) -> int:
     qs, _ = read_questions(args.questions)
     qs = [q.question for q in random.Random(0).sample(qs, min(args.queries, len(qs)))]  # scale.py's sample
     np.save(d / "queries.npy", v["encoder"].encode(qs, is_query=True))
-    command = "python bench/ann_scale.py " + " ".join(placeholders(argv or sys.argv[1:]))
+    command = recorded_command("ann_scale", argv)
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
     exact = None
     from preqrag.core.config import IndexConfig
@@ -316,7 +298,7 @@ def main(argv=None) -> int:
             s["recall@10"] = round(recall_vs(exact, found), 4)
             s["meets_target"] = s["recall@10"] >= TARGET["recall@10"] and s["dense_p50_ms"] <= TARGET["p50_ms"]
             sweep.append(s)
-        n = built["info"]["n"] or sum(np.load(f, mmap_mode="r").shape[0] for f in _shards(d))
+        n = built["info"]["n"] or sum(np.load(f, mmap_mode="r").shape[0] for f in vector_shards(d))
         row = {"passages": int(n), "dense_index": kind, "factory": built["info"]["factory"] or served["factory"],
                "hnsw_ef_construction": built["info"].get("hnsw_ef_construction"),
                "build_seconds": built["build_seconds"], "build_peak_rss_mb": built["build_peak_rss_mb"],
@@ -334,6 +316,10 @@ def main(argv=None) -> int:
         data["note"] = NOTE
         atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench ann_scale`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

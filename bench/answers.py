@@ -39,7 +39,6 @@ Two steps, so that every configuration answers from the same passages:
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import random
@@ -48,10 +47,10 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, placeholders  # noqa: E402
+from harness import command, describe, machine, merge_rows, read_rows, utc_now, write_json  # noqa: E402
 from presets import token_f1  # noqa: E402
 
-from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.core.io import read_questions  # noqa: E402
 
 COLUMNS = ["label", "llm", "n_questions", "answer_token_f1", "answer_rougeL", "context_hit", "degenerate_share",
            "supported_share", "prompt_tokens_mean", "answer_tokens_mean", "generate_seconds_per_question", "batch",
@@ -189,18 +188,16 @@ def answer(args) -> None:
            "prompt_tokens_mean": mean(ptoks), "answer_tokens_mean": mean(atoks),
            "generate_seconds_per_question": mean(secs), "batch": args.batch, "default": bool(args.default),
            "overrides": overrides, "machine": describe(machine()),
-           "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "command": "python bench/answers.py " + " ".join(placeholders(sys.argv[1:]))}
+           "date": utc_now(), "command": command("answers", args.argv)}
     out = Path(args.out)
-    data = json.loads(out.read_text()) if out.exists() else {"rows": []}
-    key = (row["label"], row["n_questions"], row["machine"])
-    data["rows"] = [r for r in data["rows"] if (r["label"], r["n_questions"], r["machine"]) != key] + [row]
+    data = read_rows(out)
+    data["rows"] = merge_rows(data["rows"], [row], key=("label", "n_questions", "machine"))
     if row["default"]:  # one default row per machine (an AVX2 and an AVX-512 figure of the same default)
         for r in data["rows"]:
             if r is not row and r["machine"] == row["machine"]:
                 r["default"] = False
     data.update(method=METHOD, context_passages=CONTEXTS_NOTE)
-    atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+    write_json(out, data)
     print(json.dumps({k: row[k] for k in COLUMNS}, indent=1))
 
 
@@ -215,7 +212,7 @@ CONTEXTS_NOTE = ("Context passages: `bench/answers.py contexts` with the `hybrid
                  "sample (seed 0, 500, first 200); rows with fewer questions use its first N.")
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="step", required=True)
     c = sub.add_parser("contexts")
@@ -234,8 +231,14 @@ def main(argv=None) -> None:
     a.add_argument("--batch", type=int, default=1, help="questions per generate call (answered together)")
     a.add_argument("--work", default="bench_work/answers", help="per-label answer files (resume)")
     a.add_argument("-o", "--out", default="docs/bench/answers.json")
+    ap.set_defaults(argv=argv)  # the recorded command's arguments (None: sys.argv[1:])
     args = ap.parse_args(argv)
     {"contexts": contexts, "answer": answer}[args.step](args)
+    return 0
+
+
+run = main
+"""The entry of ``python -m bench answers`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -33,11 +33,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
 import time
 from pathlib import Path
 
-from _common import machine, placeholders
+from harness import command, machine
 
 from preqrag.core.io import atomic_write_text
 
@@ -179,10 +178,14 @@ def main(argv=None) -> int:
                        "reply; decode_tokens_per_s = generated tokens of all P sequences / (wall seconds - "
                        "the prefill seconds). run: `preqrag run` wall time from launch to exit (model loading "
                        "included); speedup = q/h over the sequential row, measured in the same run."),
-              "command": "python bench/batching.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv))}
+              "command": command("batching", argv)}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench batching`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

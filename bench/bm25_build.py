@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import machine  # noqa: E402
+from harness import command, machine  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
            "peak_rss_anon_mb": round(peak_anon[0] / 1024, 1),
            "disk_mb": round(sum(f.stat().st_size for f in Path(args.out).iterdir()) / 2**20, 1),
            "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-           "command": "python bench/bm25_build.py " + " ".join(argv or sys.argv[1:])}
+           "command": command("bm25_build", argv, paths=False)}
     print(json.dumps(row))
     if args.json:
         out = Path(args.json)
@@ -62,6 +62,10 @@ def main(argv=None) -> int:
         data["rows"] = [r for r in data["rows"] if r["passages"] != row["passages"]] + [row]
         atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench bm25_build`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine  # noqa: E402
+from harness import machine  # noqa: E402
 
 from preqrag.components.citations import DEFAULT_THRESHOLD, Attributor, load_attributor, split_sentences  # noqa: E402
 from preqrag.core.io import atomic_write_text  # noqa: E402
@@ -347,6 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     atomic_write_text(args.out.with_suffix(".json"), json.dumps(with_notes(res), indent=2) + "\n")
     log(f"wrote {args.out}.json")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench citations`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

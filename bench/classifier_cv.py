@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine as _common_machine  # noqa: E402
+from harness import machine as harness_machine  # noqa: E402
 
 from classifier_speed import measure  # noqa: E402
 
@@ -82,10 +82,10 @@ def by_field(questions, y: np.ndarray, pred: np.ndarray, field: str) -> dict:
 
 
 def machine() -> dict:
-    """:func:`_common.machine` plus the scikit-learn and numpy versions the classifiers ran with."""
+    """:func:`harness.machine` plus the scikit-learn and numpy versions the classifiers ran with."""
     import sklearn
 
-    return {**_common_machine(), "scikit_learn": sklearn.__version__, "numpy": np.__version__}
+    return {**harness_machine(), "scikit_learn": sklearn.__version__, "numpy": np.__version__}
 
 
 def run_llm_sample(data, y, preds: dict, sample_size: int, seed: int, threads: int | None,
@@ -154,7 +154,7 @@ def summary(report: dict) -> dict:
     return out
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="Cross-validated comparison of question classifiers.")
     ap.add_argument("--questions", type=Path, default=Path(__file__).resolve().parent.parent.parent / "shared" / "liverag-bench" / "dev.jsonl")
     ap.add_argument("--seed", type=int, default=0)
@@ -167,7 +167,7 @@ def main() -> None:
     ap.add_argument("--cache-dir", type=Path, default=None,
                     help="keep each candidate's held-out predictions here and reuse them on a rerun")
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "bench" / "classifier.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     data = load_labelled(args.questions)
     y = data.y
@@ -211,7 +211,7 @@ def main() -> None:
 
     report: dict = {
         "command": "".join(f"{k}={os.environ[k]} " for k in ("OMP_NUM_THREADS",) if k in os.environ)
-                   + "PYTHONPATH=src python bench/classifier_cv.py " + " ".join(sys.argv[1:]),
+                   + "PYTHONPATH=src python bench/classifier_cv.py " + " ".join(sys.argv[1:] if argv is None else argv),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine(),
         "data": {"file": str(args.questions), "n_single": int((y == 0).sum()), "n_multi": int((y == 1).sum()),
@@ -273,6 +273,11 @@ def main() -> None:
     report.update(summary(report))
     atomic_write_text(args.out, json.dumps(report, indent=2, ensure_ascii=False, allow_nan=False) + "\n")
     log(f"wrote {args.out}")
+    return 0
+
+
+run = main
+"""The entry of ``python -m bench classifier_cv`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

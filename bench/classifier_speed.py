@@ -48,16 +48,21 @@ def measure(clf, questions: list[str], repeats: int = 3, n_single: int = 300) ->
     }
 
 
-def main() -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--questions", type=Path, default=DEFAULT_QUESTIONS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     from preqrag.components.classifiers import LearnedClassifier, RulesClassifier
     from preqrag.core.io import read_questions
 
     qs, _ = read_questions(args.questions)
     texts = [q.question for q in qs]
     print(json.dumps([measure(LearnedClassifier(), texts), measure(RulesClassifier(), texts)], indent=2))
+    return 0
+
+
+run = main
+"""The entry of ``python -m bench classifier_speed`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

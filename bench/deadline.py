@@ -11,7 +11,7 @@ Two parts:
   or failure), ``batches`` (per-batch plan), plus ``command``.
 * **levels**: the retrieval quality of each ``[deadline] levels`` entry on a fixed-seed sample of the
   dev questions (``--quality-questions``, ``--quality-sample``), without generation: the ablation
-  ladder's columns on the final ranking (bench/_common.final_retrieval_columns, ranx) and
+  ladder's columns on the final ranking (bench/harness.final_retrieval_columns, ranx) and
   ``context_hit`` — a gold document among the passages the generator (or the extractive answer)
   gets; for multi-doc questions the share of gold documents there — and retrieval seconds per
   question. Each level is preqrag.run.deadline.level_pipelines' pipeline (shared models).
@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import final_retrieval_columns, machine  # noqa: E402
+from harness import command as recorded_command, final_retrieval_columns, machine  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.run.deadline import level_pipelines, parse_deadline  # noqa: E402
@@ -150,7 +150,7 @@ def main(argv=None) -> int:
     label = args.label or f"{Path(args.index).name} / {Path(args.questions).name} ({n} q)"
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {"rows": [], "levels": []}
-    command = "python bench/deadline.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = recorded_command("deadline", argv, paths=False)
     if not args.no_runs:
         for spec in args.deadlines.split(","):
             row = run_row(args, spec.strip(), label, n)
@@ -178,6 +178,10 @@ def _save(data: dict, out: Path, command: str) -> None:
                           "written from (multi-doc: share of gold documents).")})
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+
+
+run = main
+"""The entry of ``python -m bench deadline`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

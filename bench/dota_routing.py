@@ -36,13 +36,12 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import machine, placeholders  # noqa: E402
+from harness import command, machine, merge_rows, read_rows, write_json  # noqa: E402
 
 NOTE = ("fraction_searched_mean: passages in the routed namespaces / all passages (1.0 when no vote parsed: the "
         "whole index is searched); search_space_reduction: 1 - that; gold_in_namespaces: share of gold documents "
@@ -52,7 +51,7 @@ NOTE = ("fraction_searched_mean: passages in the routed namespaces / all passage
 """What the columns mean (written into the JSON; docs/results/dota_routing.md shows it)."""
 
 
-def main() -> None:
+def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--index", required=True, type=Path)
     p.add_argument("--questions", required=True, type=Path)
@@ -64,13 +63,12 @@ def main() -> None:
     p.add_argument("--config", type=Path, default=None, help="Overrides on top of the dota preset.")
     p.add_argument("--repeat", type=int, default=5, help="Timing repetitions of the dense searches.")
     p.add_argument("--out", type=Path, default=Path("docs/bench/dota_routing.json"))
-    args = p.parse_args()
+    args = p.parse_args(argv)
 
     from preqrag.core.config import load_config
     from preqrag.systems.dota import load_topics
     from preqrag.systems.dota.topics import FACET, PART_FACET, TOPIC_NAMES, topic_text
     from preqrag.index.embedded import Index
-    from preqrag.core.io import atomic_write_text
     from preqrag.models.llm import load_llm
 
     cfg = load_config(args.config, pipeline="dota")
@@ -179,20 +177,24 @@ def main() -> None:
         "dense_search_ms_routed": round(routed_s * 1000, 3), "dense_search_ms_unrouted": round(full_s * 1000, 3),
         "route_seconds_per_question": round(route_seconds, 3), "topic_assignment_seconds": round(topic_seconds, 2),
         "passages_per_topic": topics.counts(),
-        "command": "python bench/dota_routing.py " + " ".join(placeholders(sys.argv[1:])),
+        "command": command("dota_routing", argv),
         "date": datetime.date.today().isoformat(), "machine": machine(),
     }
-    data = json.loads(args.out.read_text()) if args.out.exists() else {"rows": []}
-    key = ("router", "index", "questions", "n_questions", "llm", "route_budget")
-    data["rows"] = [r for r in data["rows"] if tuple(r.get(k) for k in key) != tuple(row.get(k) for k in key)] + [row]
+    data = read_rows(args.out)
+    data["rows"] = merge_rows(data["rows"], [row], key=("router", "index", "questions", "n_questions", "llm", "route_budget"))
     data["note"] = NOTE
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(args.out, json.dumps(data, indent=2) + "\n")
+    write_json(args.out, data, indent=2)
     print(json.dumps({k: v for k, v in row.items() if k not in ("passages_per_topic", "machine")}, indent=2))
+    return 0
 
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 4)
+
+
+run = main
+"""The entry of ``python -m bench dota_routing`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -19,6 +19,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from harness import command
+
 from preqrag.core.config import load_config
 from preqrag.evaluation import evaluate_retrieval
 from preqrag.index.embedded import build_index
@@ -65,10 +67,14 @@ def main(argv=None) -> int:
         rows.append(row)
     result = {"corpus": args.corpus, "questions": args.questions, "n_questions": len(questions),
               "machine": f"{platform.machine()}, {os.cpu_count()} CPU cores", "date": datetime.date.today().isoformat(),
-              "command": "python bench/embedders.py " + " ".join(argv or os.sys.argv[1:]), "rows": rows}
+              "command": command("embedders", argv, paths=False), "rows": rows}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(result, indent=1))
     return 0
+
+
+run = main
+"""The entry of ``python -m bench embedders`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

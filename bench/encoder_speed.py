@@ -41,13 +41,12 @@ import gzip
 import json
 import os
 import random
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import machine, placeholders  # bench/_common.py
+from harness import command as recorded_command, machine  # bench/harness.py
 from preqrag.core.io import atomic_write_text
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -372,13 +371,17 @@ def main(argv=None) -> int:
     if args.part in ("agreement", "all"):
         data["agreement"] = agreement(texts, gold, [q.question for q in questions], work, bf16, args.chunk_size)
         print(json.dumps(data["agreement"], indent=1), flush=True)
-    command = "python bench/encoder_speed.py " + " ".join(placeholders(argv or sys.argv[1:]))
+    command = recorded_command("encoder_speed", argv)
     data.update(machine=machine(), simd_flags=sorted(f for f in flags if f.startswith(("avx", "amx")) or "vnni" in f),
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 commands=[c for c in data.get("commands", []) if c != command] + [command])
     data["method"] = method(data)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench encoder_speed`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@
    ``emb_00000.npy``, ... of :data:`preqrag.index.embedded.SHARD` rows each. The flat build's memory
    does not depend on the vectors' values, so random vectors stand in for encoded passages
    (dim 256: WordLlama's, as in the 5M rows of docs/results/scale.md).
-2. In a child process (its own peak RSS: ``VmHWM``, bench/bench/_common.py's ``peak_mb``; rows before
+2. In a child process (its own peak RSS: ``VmHWM``, bench/harness.py's ``peak_mb``; rows before
    2026-11-26 recorded ``ru_maxrss``, an upper bound of it), builds the index exactly as
    ``preqrag index`` does: :func:`preqrag.retrieval.dense.build_faiss` with the default
    ``[index]`` settings (flat), from the list of vector files.
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, placeholders  # noqa: E402
-from _common import peak_mb  # noqa: E402
+from harness import command, machine  # noqa: E402
+from harness import peak_mb  # noqa: E402
 
 
 def write_vectors(out: Path, n: int, dim: int, rows: int) -> list[Path]:
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
     result = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
-        "command": "python bench/flat_peak.py " + " ".join(placeholders(argv or sys.argv[1:])),
+        "command": command("flat_peak", argv),
         "passages": args.passages, "dim": args.dim, "vector_files": len(files),
         "rows_per_file": SHARD, "vectors_write_seconds": round(write_s, 1),
         "index_bytes": index_path.stat().st_size, "build_seconds": built["seconds"],
@@ -110,6 +110,10 @@ def main(argv=None) -> int:
     atomic_write_text(args.out, json.dumps(result, indent=2) + "\n")
     print(json.dumps(result, indent=2))
     return 0 if result["check"]["ok"] else 1
+
+
+run = main
+"""The entry of ``python -m bench flat_peak`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import machine  # noqa: E402
-from _common import free_port, http_get, wait_ready  # noqa: E402
+from harness import machine  # noqa: E402
+from harness import free_port, http_get, wait_ready  # noqa: E402
 
 from preqrag.core.io import atomic_write_text  # noqa: E402
 
@@ -76,6 +76,10 @@ def main(argv=None) -> int:
     atomic_write_text(args.out, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(result, indent=2, ensure_ascii=False))
     return 0 if result["no_issues"] and alive else 1
+
+
+run = main
+"""The entry of ``python -m bench fuzz_serve`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

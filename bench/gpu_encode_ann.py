@@ -96,13 +96,13 @@ def stage(texts_xz: Path, n: int, work: Path) -> None:
     print(json.dumps({"staged": n, "seconds": round(time.perf_counter() - t, 1)}), flush=True)
 
 
-def run(model: Path, queries: Path, work: Path, out: Path, batch_size: int, rate_sample: int,
-        search_threads: int, kinds: list[str], deadline_s: float, cosine_sample: int = 2000) -> None:
+def encode_and_search(model: Path, queries: Path, work: Path, out: Path, batch_size: int, rate_sample: int,
+                      search_threads: int, kinds: list[str], deadline_s: float, cosine_sample: int = 2000) -> None:
     import faiss
     import pyarrow.parquet as pq
     import torch
 
-    from _common import machine
+    from harness import machine
     from scale import type_config
 
     from preqrag.models.encoders.sentence_transformers import SentenceTransformerEncoder
@@ -285,11 +285,15 @@ def main(argv=None) -> int:
     elif a.cmd == "stage":
         stage(Path(a.texts), a.n, Path(a.work))
     elif a.cmd == "run":
-        run(Path(a.model), Path(a.queries), Path(a.work), Path(a.out), a.batch_size, a.rate_sample,
-            a.search_threads, a.kinds.split(","), a.deadline_s, a.cosine_sample)
+        encode_and_search(Path(a.model), Path(a.queries), Path(a.work), Path(a.out), a.batch_size,
+                          a.rate_sample, a.search_threads, a.kinds.split(","), a.deadline_s, a.cosine_sample)
     else:
         record(Path(a.result), Path(a.sample), Path(a.out), a.command)
     return 0
+
+
+run = main
+"""The entry of ``python -m bench gpu_encode_ann`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

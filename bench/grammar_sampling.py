@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import machine
+from harness import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -76,12 +76,12 @@ def measure(llm: LlamaCppLLM, reqs: list[list[dict]], label: str) -> tuple[dict,
             "decode_tokens_per_s": round(st.decoded_tokens / wall, 1)}, replies
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--questions", required=True, help="JSONL with question and answer fields")
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--out", default=str(ROOT / "docs" / "bench" / "grammar_sampling.json"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     reqs = requests(Path(args.questions), args.n)
     llm = LlamaCppLLM(LLMConfig())  # the default LLM, [llm] defaults (n_parallel 16)
     model = llm.cfg.model
@@ -108,6 +108,10 @@ def main() -> int:
     for r in rows:
         print(json.dumps(r))
     return 0
+
+
+run = main
+"""The entry of ``python -m bench grammar_sampling`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import corpus_head, machine  # noqa: E402
+from harness import corpus_head, machine  # noqa: E402
 
 from preqrag.core.io import atomic_write_text  # noqa: E402
 
@@ -107,7 +107,7 @@ def kill_at(cmd: list[str], target: Path, want: str, delay_s: float, timeout_s: 
             "shards_on_disk": len(list(partial.glob("emb_*.npy"))) if partial.exists() else 0}
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--corpus", type=Path, required=True)
     ap.add_argument("--docs", type=int, default=300, help="first N documents of the corpus")
@@ -117,7 +117,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workdir", type=Path, required=True)
     ap.add_argument("-o", "--output", type=Path, required=True)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    given = sys.argv[1:] if argv is None else list(argv)
 
     rng = random.Random(args.seed)
     args.workdir.mkdir(parents=True, exist_ok=True)
@@ -157,7 +158,7 @@ def main() -> int:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine(),
         "command": "python bench/kill_build.py " + " ".join(
-            "WORK" if prev == "--workdir" else a for prev, a in zip([""] + sys.argv[1:], sys.argv[1:])),
+            "WORK" if prev == "--workdir" else a for prev, a in zip([""] + given, given)),
         "corpus_docs": args.docs, "n_passages": manifest["n_passages"], "shard_rows": args.shard_rows,
         "reference_seconds": round(ref_s, 2), "reference_phase_seconds": durations,
         "kills": len(killed), "kills_by_phase": by_phase,
@@ -167,6 +168,10 @@ def main() -> int:
     atomic_write_text(args.output, json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "trials"}, indent=2))
     return 0 if all(t["same_files"] and t["verify_ok"] for t in trials) else 1
+
+
+run = main
+"""The entry of ``python -m bench kill_build`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import final_retrieval_columns, machine  # noqa: E402
+from harness import final_retrieval_columns, machine  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.evaluation.retrieval import gold_docs  # noqa: E402
@@ -316,6 +316,10 @@ def main(argv=None) -> int:
                     if args.encoder_eval == "pool" else {}),
                  **({"ranker_ms_per_question": round(sum(both_ms) / len(both_ms), 3)} if name == "both" else {}))
     return 0
+
+
+run = main
+"""The entry of ``python -m bench learned`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def measure(lib: str, args) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
+def main(argv=None) -> int:
     here = Path(__file__).resolve().parent
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", action="append", required=True, help="NAME=LIBDIR (repeatable)")
@@ -79,7 +79,7 @@ def main() -> None:
     ap.add_argument("--corpus", type=Path,
                     default=here.parent.parent / "shared" / "liverag-bench" / "smoke_corpus.jsonl.gz")
     ap.add_argument("-o", "--output", type=Path, default=here.parent / "docs" / "bench" / "llama_speed.json")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     builds = dict(b.split("=", 1) for b in args.build)
     runs: dict[str, list[dict]] = {name: [] for name in builds}
     for r in range(args.rounds):
@@ -103,10 +103,12 @@ def main() -> None:
               "machine": {"cpu_flags": sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c"))),
                           "nproc": os.cpu_count(), "platform": platform.platform()},
               "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-              "command": "python bench/llama_speed.py " + " ".join(_recorded_argv(sys.argv[1:]))}
+              "command": "python bench/llama_speed.py "
+                         + " ".join(_recorded_argv(sys.argv[1:] if argv is None else argv))}
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({r["build"]: (r["prefill_tokens_per_s"], r["decode_tokens_per_s"]) for r in rows}))
+    return 0
 
 
 def _placeholder(value: str, name: str) -> str:
@@ -130,6 +132,10 @@ def _recorded_argv(argv: list[str]) -> list[str]:
         else:
             out.append(a)
     return out
+
+
+run = main
+"""The entry of ``python -m bench llama_speed`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import machine  # noqa: E402
+from harness import command as recorded_command, machine  # noqa: E402
 from presets import fallback_kind  # noqa: E402
 
 from preqrag.core.io import atomic_write_text  # noqa: E402
@@ -100,7 +100,7 @@ def main(argv=None) -> int:
     gold = ["multi" if len(q.extra.get("gold_doc_ids") or []) > 1 else "single" for q in questions]
     docs = gold_texts(args.corpus, {d for q in questions for d in q.extra.get("gold_doc_ids") or []})
     passages = [[docs[d] for d in q.extra.get("gold_doc_ids") or [] if d in docs] for q in questions]
-    command = "python bench/llm_steps.py " + " ".join(argv or sys.argv[1:])
+    command = recorded_command("llm_steps", argv, paths=False)
     label = f"{Path(args.questions).name} sample {args.sample}, first {len(questions)}"
     rows = []
     for step in args.steps.split(","):
@@ -166,6 +166,10 @@ def main(argv=None) -> int:
     data["note"] = NOTE
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench llm_steps`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

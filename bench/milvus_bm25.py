@@ -10,7 +10,7 @@ question, no reranking:
   faiss-flat   the embedded index's dense retrieval
   milvus-dense Milvus dense search over the same vectors
 
-Row: the ablation ladder's document-level columns (bench/_common.final_retrieval_columns), the mean
+Row: the ablation ladder's document-level columns (bench/harness.final_retrieval_columns), the mean
 overlap of the top-10 passage sets with the embedded retriever of the same kind, and per-query latency
 p50 / p95 (ms; one query per call). Milvus Lite is a pure-Python stand-in: its latency says nothing of
 a Milvus server. Writes ``--out`` (JSON; docs/results/milvus.md shows it).
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import final_retrieval_columns, gold_traces, machine, pct  # noqa: E402
+from harness import command, final_retrieval_columns, gold_traces, machine, pct  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.index.embedded import Index  # noqa: E402
@@ -104,7 +104,7 @@ def main(argv=None) -> int:
             "first_bm25_query_ms": round(first_ms, 1), "machine": machine(),
             "versions": {m: __import__("importlib.metadata").metadata.version(m) for m in ("pymilvus", "milvus-lite")},
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python bench/milvus_bm25.py " + " ".join(argv or sys.argv[1:]),
+            "command": command("milvus_bm25", argv, paths=False),
             "note": note(args.top_k)}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
@@ -117,6 +117,10 @@ def note(top_k: int) -> str:
             "top-10 passage sets with the embedded retriever named in top10_overlap_with; p50_ms / p95_ms: one query "
             "per call. load_seconds: this run's load into Milvus (0 if resumed complete). Milvus Lite is a "
             "pure-Python stand-in: its latencies say nothing about a Milvus server.")
+
+
+run = main
+"""The entry of ``python -m bench milvus_bm25`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -27,11 +27,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from _common import add_dev_sample_args, dev_sample, machine, placeholders
+from harness import add_dev_sample_args, command, dev_sample, machine
 
 from preqrag.core.config import load_config
 from preqrag.core.io import atomic_write_text
@@ -116,10 +115,14 @@ def main(argv=None) -> int:
     out = Path(args.out)
     data = {"corpora": corpora, "questions": described,
             "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python bench/multidoc_diagnosis.py " + " ".join(placeholders(argv or sys.argv[1:])),
+            "command": command("multidoc_diagnosis", argv),
             "method": method(corpora[0]["reranker_depth"])}
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench multidoc_diagnosis`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from _common import machine, placeholders  # noqa: E402
+from harness import command, machine  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.core.io import atomic_write_text  # noqa: E402
@@ -101,10 +101,14 @@ def main(argv=None) -> int:
               "machine": machine(), "questions": args.questions, "limit": args.limit,
               "server": "python -m llama_cpp.server (llama-cpp-python 0.3.36), SmolLM2-135M-Instruct Q4_1, 2 threads",
               "rows": rows, "identical_answers": same, "note": NOTE,
-              "command": "python bench/openai_backend.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv))}
+              "command": command("openai_backend", argv)}
     out = Path(args.out)
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench openai_backend`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -29,15 +29,13 @@ and its first 200 questions (``--limit`` then cuts it further), written to ``WOR
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import random
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, placeholders
+from harness import command, describe, machine, merge_rows, placeholders, read_rows, utc_now, write_json
 from presets import token_f1
 
 from preqrag.components.answering import copied_sentences, degenerate
@@ -124,8 +122,8 @@ def main(argv=None) -> int:
         "outputs left in WORK (after a change to a measure), keeping their seconds, command and date"))
     args = ap.parse_args(argv)
     out = Path(args.out)
-    data = json.loads(out.read_text()) if out.exists() else {"rows": []}
-    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    data = read_rows(out)
+    date = utc_now()
     questions, described = args.questions, f"first {args.limit} of {Path(args.questions).name}"
     if args.sample or args.head:
         lines = [x for x in Path(args.questions).read_text().splitlines() if x.strip()]
@@ -145,18 +143,22 @@ def main(argv=None) -> int:
                              if (Path(args.work) / "questions.jsonl").exists() else args.questions))
             print(json.dumps(row), flush=True)
         data["note"] = NOTE
-        atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+        write_json(out, data)
         return 0
     for preset in args.preset:
         row = measure(preset, args.index, questions, args.limit, Path(args.work), args.toml)
         row.update(label=preset + args.label_suffix, questions=described,
                    machine=describe(machine()), date=date,
-                   script="python bench/preset_answers.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv)))
-        data["rows"] = [r for r in data["rows"] if r["label"] != row["label"]] + [row]
+                   script=command("preset_answers", argv))
+        data["rows"] = merge_rows(data["rows"], [row])
         print(json.dumps(row), flush=True)
         data["note"] = NOTE
-        atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+        write_json(out, data)
     return 0
+
+
+run = main
+"""The entry of ``python -m bench preset_answers`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

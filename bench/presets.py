@@ -31,7 +31,6 @@ docs/results/<out>.md shows the file (``python bench/results.py``).
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import random
 import re
@@ -41,10 +40,11 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from _common import PLACEHOLDERS, placeholders, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
+from harness import PLACEHOLDERS, describe, final_retrieval_columns, machine, stage_means  # noqa: E402
+from harness import command as recorded_command, merge_rows, read_rows, utc_now, write_json  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
-from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
+from preqrag.core.io import read_questions  # noqa: E402
 from preqrag.run.pipeline import Pipeline  # noqa: E402
 
 
@@ -183,7 +183,7 @@ def main(argv=None) -> int:
         "also a row for the LLM classifier's single/multi accuracy with this LLM"))
     ap.add_argument("-o", "--out", default="docs/bench/presets.json")
     args = ap.parse_args(argv)
-    command = "python bench/presets.py " + " ".join(placeholders(argv or sys.argv[1:]))
+    command = recorded_command("presets", argv)
 
     from rouge_score import rouge_scorer
 
@@ -195,19 +195,15 @@ def main(argv=None) -> int:
         questions = questions[:args.head]
     label = args.label or f"{Path(args.index).name} / {Path(args.questions).name} ({len(questions)} q)"
     out = Path(args.out)
-    data = json.loads(out.read_text()) if out.exists() else {"rows": []}
-
-    def same_row(r: dict, row: dict) -> bool:
-        return (r["name"], r["label"], r.get("llm")) == (row["name"], row["label"], row.get("llm"))
+    data = read_rows(out)
 
     def save(row: dict) -> None:
         row.setdefault("machine", describe(machine()))  # rows of one file may come from several machines
-        row.setdefault("date", datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
-        data["rows"] = [r for r in data["rows"] if not same_row(r, row)] + [row]
-        data.update({"machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"), "command": command})
+        row.setdefault("date", utc_now())
+        data["rows"] = merge_rows(data["rows"], [row], key=("name", "label", "llm"))
+        data.update({"machine": machine(), "date": utc_now(), "command": command})
         data.setdefault("note", NOTE)
-        atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+        write_json(out, data)
 
     llm_override = {"llm": {"model": args.llm}} if args.llm else {}
     if args.llm_classifier:
@@ -274,6 +270,10 @@ def main(argv=None) -> int:
         print(json.dumps({k: v for k, v in row.items() if k != "config"}), flush=True)
         save(row)
     return 0
+
+
+run = main
+"""The entry of ``python -m bench presets`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

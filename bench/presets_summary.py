@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from _common import md_table  # noqa: E402
+from harness import md_table  # noqa: E402
 
 BEGIN, END = "<!-- bench/presets_summary.py: begin -->", "<!-- bench/presets_summary.py: end -->"
 
@@ -80,6 +80,10 @@ def main(argv=None) -> int:
     _, tail = rest.split(END, 1)
     args.doc.write_text(head + BEGIN + "\n\n" + "\n".join(summary(rows)) + "\n\n" + END + tail, encoding="utf-8")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench presets_summary`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

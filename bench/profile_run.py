@@ -22,10 +22,9 @@ import datetime
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
-from _common import machine, placeholders  # noqa: E402
+from harness import command, machine, placeholders  # noqa: E402
 
 # (category, is model inference, substrings any of which must occur in the stack), first match wins
 CATEGORIES = [
@@ -89,7 +88,7 @@ def main(argv=None) -> int:
     total = sum(counts.values())
     inside = sum(n for k, n in counts.items() if model[k])
     startup = counts["imports and model/index loading"]
-    data = {"command": "python bench/profile_run.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv)),
+    data = {"command": command("profile_run", argv),
             "profiled": f"py-spy record -r {args.rate} -- " + " ".join(placeholders(run[1:])),
             "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "samples": total, "background_samples": background,
@@ -108,6 +107,10 @@ def note(total: int, background: int, limit: int) -> str:
             "background threads, mostly the progress bar's refresh thread waiting on a condition, left out); share: of "
             "those samples. startup_share: imports, index and model loading, a fixed cost that a "
             f"{limit}-question profile weighs far more than a 500-question run.")
+
+
+run = main
+"""The entry of ``python -m bench profile_run`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

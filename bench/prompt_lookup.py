@@ -29,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine, placeholders  # noqa: E402
+from harness import command as recorded_command, describe, machine  # noqa: E402
 
 from preqrag.core.io import atomic_write_text  # noqa: E402
 
@@ -40,7 +40,7 @@ NOTE = ("The answer step's prompts (default generator, bench contexts) answered 
 """What the rows are (written into the JSON; docs/results/prompt_lookup.md shows it)."""
 
 
-def main(argv=None) -> None:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--answers", required=True, help="a bench/answers.py answer file (JSON lines with final_prompt)")
     ap.add_argument("--n", type=int, default=6, help="answers to time (the file's first N)")
@@ -79,7 +79,7 @@ def main(argv=None) -> None:
         del llm
     plain = results[0]
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    command = "python bench/prompt_lookup.py " + " ".join(placeholders(sys.argv[1:] if argv is None else argv))
+    command = recorded_command("prompt_lookup", argv)
     rows = [{"config": name, "num_pred_tokens": k, "n_answers": len(prompts), "seconds_per_answer": round(s, 3),
              "vs_plain": round(s / plain[2], 3), "identical_to_plain": sum(a == b for a, b in zip(outs, plain[3])),
              "max_tokens": args.max_tokens, "llm": args.model, "machine": describe(machine()), "date": now,
@@ -90,6 +90,11 @@ def main(argv=None) -> None:
     data["note"] = NOTE
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     print(json.dumps(rows, indent=1))
+    return 0
+
+
+run = main
+"""The entry of ``python -m bench prompt_lookup`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

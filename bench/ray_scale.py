@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import corpus_head, machine, placeholders  # noqa: E402
+from harness import command as recorded_command, corpus_head, machine  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.core.io import atomic_write_text  # noqa: E402
@@ -64,7 +64,7 @@ def main(argv=None) -> int:
     ap.add_argument("--build-command", default=None, help="with --record-build: the command that made the build")
     ap.add_argument("-o", "--out", type=Path, required=True)
     args = ap.parse_args(argv)
-    command = "python bench/ray_scale.py " + " ".join(placeholders(argv or sys.argv[1:]))
+    command = recorded_command("ray_scale", argv)
     if args.record_build:
         row = build_row_from_cli(args.record_build, args.time_log, args.label)
         if args.build_command:
@@ -186,6 +186,11 @@ def save(out: Path, rows: list[dict], command: str) -> int:
     atomic_write_text(out, json.dumps(data, indent=2) + "\n")
     print(json.dumps(data, indent=2))
     return 0
+
+
+run = main
+"""The entry of ``python -m bench ray_scale`` (bench/__main__.py): ``run(argv)``, the exit status."""
+
 
 if __name__ == "__main__":
     sys.exit(main())

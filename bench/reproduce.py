@@ -37,8 +37,6 @@ rewriting 3–60 s per question); ``--steps`` and ``--presets`` pick parts.
 from __future__ import annotations
 
 import argparse
-import datetime
-import hashlib
 import json
 import os
 import resource
@@ -48,7 +46,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import describe, machine
+from harness import config_sha256, describe, input_hashes, machine, merge_rows, read_rows, utc_now, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT.parent / "shared" / "liverag-bench"
@@ -67,23 +65,6 @@ ANSWER_COLUMNS = ("answer_token_f1", "answer_rougeL", "degenerate_share", "conte
 MARK_BEGIN, MARK_END = "<!-- reproduce:presets -->", "<!-- /reproduce:presets -->"
 
 
-def sha256(path: Path) -> str:
-    """sha256 (hex) of a file's bytes, read in 1 MiB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def config_sha256(config: str | None) -> str:
-    """sha256 of the resolved configuration (every setting, defaults included) as sorted JSON."""
-    from preqrag.core.config import load_config
-
-    data = load_config(config).model_dump(mode="json")
-    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-
-
 def _rel(p) -> str:
     """A path as the command line should show it: relative to the repository when inside it."""
     p = Path(p).resolve()
@@ -91,7 +72,7 @@ def _rel(p) -> str:
     return rel if not rel.startswith("../..") else str(p)  # ../shared/... beside the repository, else absolute
 
 
-def run(cmd: list[str]) -> float:
+def run_timed(cmd: list[str]) -> float:
     """Run ``cmd`` in the repository root (its output passed through); seconds; raises on failure."""
     t = time.perf_counter()
     print("+", " ".join(cmd), flush=True)
@@ -118,7 +99,7 @@ def step_index(a, work: Path) -> tuple[Path, list[dict]]:
     cmd = [sys.executable, "-m", "preqrag.cli", "index", "--corpus", _rel(a.corpus), "--index", _rel(idx),
            *_config_args(a.config)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    seconds = run(cmd)
+    seconds = run_timed(cmd)
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     manifest = json.loads((idx / "manifest.json").read_text())
     n = manifest.get("n_passages")
@@ -134,7 +115,7 @@ def step_retrieval(a, idx: Path, work: Path) -> list[dict]:
     cmd = [sys.executable, "bench/presets.py", "--index", _rel(idx), "--questions", _rel(a.questions),
            "--sample", str(a.sample), "--head", str(a.head), "--presets", a.presets, "--retrieval-only",
            "--label", "reproduce", "-o", _rel(out), *_config_args(a.config)]
-    run(cmd)
+    run_timed(cmd)
     rows = [r for r in json.loads(out.read_text())["rows"] if r.get("label") == "reproduce"]
     return [{"name": f"retrieval: {r['name']}", "preset": r["name"], "llm": r.get("llm"),
              "n_questions": r.get("n_questions"), **{c: r.get(c) for c in RETRIEVAL_COLUMNS},
@@ -147,12 +128,12 @@ def step_answers(a, idx: Path, work: Path) -> list[dict]:
     c1 = [sys.executable, "bench/answers.py", "contexts", "--index", _rel(idx), "--questions", _rel(a.questions),
           "--sample", str(a.sample), "--head", str(a.head), "--contexts", _rel(ctx), *_config_args(a.config)]
     if not ctx.exists():
-        run(c1)
+        run_timed(c1)
     c2 = [sys.executable, "bench/answers.py", "answer", "--contexts", _rel(ctx), "--head", str(a.head),
           "--label", "reproduce", "--batch", "32", "--default", "--work", _rel(work / "answers"), "-o", _rel(out)]
     for s in a.answer_set:
         c2 += ["--set", s]
-    run(c2)
+    run_timed(c2)
     row = next(r for r in json.loads(out.read_text())["rows"] if r.get("label") == "reproduce")
     return [{"name": "answers", "llm": row.get("llm"), **{c: row.get(c) for c in ANSWER_COLUMNS},
              "command": _shown(c1) + " && " + _shown(c2)}]
@@ -166,7 +147,7 @@ def step_throughput(a, idx: Path, work: Path) -> list[dict]:
     cmd = [sys.executable, "bench/throughput.py", "--index", _rel(idx), "--questions", _rel(a.session_questions),
            "-o", _rel(run_dir / "answers.jsonl"), "--limit", str(a.limit), "--out", _rel(out),
            *_config_args(a.config)]
-    run(cmd)
+    run_timed(cmd)
     r = json.loads(out.read_text())
     row = r["rows"][-1] if isinstance(r.get("rows"), list) else r
     stages = row.get("seconds_per_question_by_stage") or {}
@@ -242,30 +223,30 @@ def main(argv=None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     out = Path(a.out) if a.out else (work / "reproduce.json" if a.quick else ROOT / "docs" / "bench" / "reproduce.json")
     idx, rows = step_index(a, work)  # every other step needs the index
-    inputs = {"corpus_sha256": sha256(Path(a.corpus)), "questions_sha256": sha256(Path(a.questions)),
-              "session_questions_sha256": sha256(Path(a.session_questions)),
-              "index_manifest_sha256": sha256(idx / "manifest.json"), "config_sha256": config_sha256(a.config)}
+    inputs = {**input_hashes(corpus=a.corpus, questions=a.questions, session_questions=a.session_questions, index=idx),
+              "config_sha256": config_sha256(a.config)}  # corpus_sha256, ..., index_manifest_sha256, config_sha256
     for name, fn in (("retrieval", step_retrieval), ("answers", step_answers), ("throughput", step_throughput)):
         if name in steps:
             rows += fn(a, idx, work)
-    date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    date = utc_now()
     m = machine()
     label = "quick (smoke set)" if a.quick else "full (bench corpus)"
     for r in rows:
         r.update(label=label, **inputs, machine=m, date=date)
-    data = json.loads(out.read_text()) if out.exists() else {"rows": []}
-    keep = {(r["name"], r["label"]) for r in rows}
-    data["rows"] = [r for r in data["rows"] if (r.get("name"), r.get("label")) not in keep] + rows
+    data = read_rows(out)
+    data["rows"] = merge_rows(data["rows"], rows, key=("name", "label"))
     data["note"] = ("Inputs are content hashes: corpus, question files, the index's manifest.json and the resolved "
                     "configuration (sorted JSON of every setting). Commands are as run, from the repository root.")
-    from preqrag.core.io import atomic_write_text
-
     out.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out, json.dumps(data, indent=1) + "\n")
+    write_json(out, data)
     if a.readme:
         write_readme(Path(a.readme), rows)
     print(f"{len(rows)} rows -> {out} ({describe(m)})")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench reproduce`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -12,13 +12,13 @@ import argparse
 import time
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src")
     ap.add_argument("dst")
     ap.add_argument("--type", default="Q4_0", help="llama.cpp file type: LLAMA_FTYPE_MOSTLY_<TYPE> (Q4_0, Q8_0, ...)")
     ap.add_argument("--threads", type=int, default=2)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     from preqrag.models.llm.llamacpp import requantize
 
     t0 = time.perf_counter()
@@ -29,6 +29,10 @@ def main() -> int:
         return 1
     print(f"requantized to {args.type.upper()} in {time.perf_counter() - t0:.1f} s: {args.dst}")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench requantize`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import md_table  # bench/_common.py: the script's folder is on sys.path
+from harness import md_table  # bench/harness.py: the script's folder is on sys.path
 
 from preqrag.core.config import renamed_tables
 
@@ -80,7 +80,7 @@ def _purpose(script: str | None) -> str:
 
 def machine_text(m) -> str:
     """One line for a recorded machine: the shapes the bench scripts have written over time
-    (``bench._common.machine()``'s dict, llama_speed's ``cpu_flags``/``nproc``, a plain string)."""
+    (``bench.harness.machine()``'s dict, llama_speed's ``cpu_flags``/``nproc``, a plain string)."""
     if not m:
         return "not recorded"
     if isinstance(m, str):
@@ -387,7 +387,7 @@ def _rows(ix: list[int]) -> str:
 
 def _table(rows: list[dict], cols: list[str], first: str | None = None, firsts: list | None = None,
            ids: list[str] | None = None) -> list[str]:
-    """:func:`_common.md_table` of ``rows`` with every value shown by :func:`cell`, ``first`` a
+    """:func:`harness.md_table` of ``rows`` with every value shown by :func:`cell`, ``first`` a
     leading column holding ``firsts``. Nothing that tells rows apart is cut: a key field is shown
     whole; a column of settings dicts by :func:`_dict_column`; any other value that is no table
     cell (a long text) is listed below the table, after its row's ``ids`` entry (default
@@ -563,6 +563,10 @@ def main(argv: list[str] | None = None) -> int:
         p.unlink()
     print(f"{len(stale)} of {len(pages)} pages written, {len(extra)} removed")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench results`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ For each size N (``--sizes``, passages):
    DIR --config scale.toml`` where scale.toml sets ``[embedder] name = "wordllama"`` (the static
    WordLlama encoder: encoding N passages with all-MiniLM-L6-v2 would take N/16 s here, ~3.6 days
    at 5M) and ``[index] dense_index = "flat"``. Phase seconds from the manifest; peak RSS = the
-   child's own ``VmHWM`` (:func:`_common.peak_mb`; rows before 2026-11-26 10:00 UTC: ``ru_maxrss``, which
+   child's own ``VmHWM`` (:func:`harness.peak_mb`; rows before 2026-11-26 10:00 UTC: ``ru_maxrss``, which
    starts at the parent's RSS). The other dense types (``--types``) are built from the
    flat index's vectors (written once as memory-mapped ``.npy`` files) with
    :func:`preqrag.retrieval.dense.build_faiss`, each in its own child (its seconds and peak RSS);
@@ -56,7 +56,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import machine, pct, peak_mb, recall_vs, status_mb  # noqa: E402
+from harness import command as recorded_command, machine, pct, peak_mb, recall_vs, status_mb  # noqa: E402
 
 HERE = Path(__file__).resolve()
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
@@ -110,7 +110,7 @@ def generate(source: Path, n: int, seed: int, out: Path) -> dict:
 # ---------------------------------------------------------------------------------------- children
 def run_child(args: list[str], out_json: Path | None = None) -> tuple[dict | None, float, float]:
     """Run a child process; (its JSON on stdout or in ``out_json``, wall seconds, its peak RSS in MB as
-    it reported it: :func:`_common.peak_mb` of its own process)."""
+    it reported it: :func:`harness.peak_mb` of its own process)."""
     t0 = time.perf_counter()
     p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate()
@@ -278,7 +278,7 @@ def main(argv=None) -> int:
     toml.write_text('[embedder]\nname = "wordllama"\n[index]\ndense_index = "flat"\n')
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {"rows": []}
-    command = "python bench/scale.py " + " ".join(argv or sys.argv[1:])
+    command = recorded_command("scale", argv, paths=False)
     if args.real_encoder_sample:
         data["real_encoder"] = {**real_encoder_rate(source, args.real_encoder_sample), "command": command}
     me = [sys.executable, str(HERE)]
@@ -363,6 +363,10 @@ def note(data: dict) -> str:
     if data.get("bm25_build_alone"):
         text += " bm25_build_alone: the BM25 build alone (final code)."
     return text
+
+
+run = main
+"""The entry of ``python -m bench scale`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ import json
 import sys
 from pathlib import Path
 
-from _common import add_dev_sample_args, dev_sample, machine, placeholders
+from harness import add_dev_sample_args, command, dev_sample, machine
 
 from preqrag.core.config import load_config
 from preqrag.components.fusion.interleave import interleave
@@ -105,13 +105,17 @@ def main(argv=None) -> int:
     out = Path(args.out)
     data = {"rows": rows, "questions": described,
             "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "command": "python bench/second_hop.py " + " ".join(placeholders(argv or sys.argv[1:])),
+            "command": command("second_hop", argv),
             "note": ("The uncovered terms of the cut's first documents, as a query, find almost none of the gold "
                      "documents lost at the cross-encoder's cut: the cut's documents (mean_documents_in_cut) already "
                      "cover nearly every question term (and leave none uncovered for many questions). Not wired "
                      "into the pipeline.")}
     atomic_write_text(out, json.dumps(data, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench second_hop`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

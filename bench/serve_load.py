@@ -41,7 +41,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from _common import free_port, http_post, machine, pct, wait_ready  # noqa: E402
+from harness import free_port, http_post, machine, pct, wait_ready  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
@@ -195,6 +195,10 @@ def main(argv=None) -> int:
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
     ok = not other and not lost and not duplicated and not mismatched
     return 0 if ok else 1
+
+
+run = main
+"""The entry of ``python -m bench serve_load`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

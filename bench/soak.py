@@ -38,8 +38,8 @@ import threading
 import time
 from pathlib import Path
 
-from _common import machine, pct  # noqa: E402
-from _common import free_port, http_post, wait_ready  # noqa: E402
+from harness import machine, pct  # noqa: E402
+from harness import free_port, http_post, wait_ready  # noqa: E402
 
 from preqrag.core.io import atomic_write_text, read_questions  # noqa: E402
 
@@ -221,6 +221,10 @@ def main(argv=None) -> int:
     ok = (not wrong and stats.get("queued") == 0 and result["answers_after_run"]
           and abs(result["rss_change_pct"]) <= 10)
     return 0 if ok else 1
+
+
+run = main
+"""The entry of ``python -m bench soak`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

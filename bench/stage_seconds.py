@@ -10,10 +10,10 @@ import json
 import statistics as st
 
 
-def main() -> int:
+def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("traces", help="a run's traces file (ANSWERS.traces.jsonl)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     traces = [json.loads(line) for line in open(args.traces, encoding="utf-8")]
     print(len(traces), "questions")
     for stage in sorted({s for t in traces for s in t["seconds"]}):
@@ -23,6 +23,10 @@ def main() -> int:
     print("questions with a fallback", sum(bool(t["fallbacks"]) for t in traces))
     print("predicted multi", sum(t["classification"]["question_type"] == "multi" for t in traces))
     return 0
+
+
+run = main
+"""The entry of ``python -m bench stage_seconds`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

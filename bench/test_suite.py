@@ -29,7 +29,7 @@ import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
-from _common import describe, machine, md_table  # noqa: E402
+from harness import describe, machine, md_table  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 OUT_JSON = REPO / "docs" / "bench" / "test_suite.json"
@@ -111,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     write_testing_md(rows)
     print(f"{wall:.0f} s, {summary}: {OUT_JSON}")
     return proc.returncode
+
+
+run = main
+"""The entry of ``python -m bench test_suite`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from _common import machine, stage_means  # noqa: E402
+from harness import machine, stage_means  # noqa: E402
 
 from preqrag.core.config import load_config  # noqa: E402
 from preqrag.core.io import atomic_write_text  # noqa: E402
@@ -89,6 +89,10 @@ def main(argv=None) -> int:
     atomic_write_text(out, json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "config"}, indent=1))
     return rc
+
+
+run = main
+"""The entry of ``python -m bench throughput`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

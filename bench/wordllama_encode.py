@@ -14,13 +14,24 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import machine, placeholders  # noqa: E402
+from harness import command, machine  # noqa: E402
+
+
+def library_model(enc):
+    """wordllama's own ``WordLlamaInference`` on the table and tokenizer ``enc`` encodes with (its
+    public ``weights``, ``dim`` and ``tokenizer``), loaded as
+    :class:`preqrag.models.encoders.wordllama.WordLlamaEncoder` loads it (its first ``dim`` columns)."""
+    from safetensors import safe_open
+    from wordllama.inference import WordLlamaInference
+
+    with safe_open(str(enc.weights), framework="np", device="cpu") as f:
+        table = f.get_tensor("embedding.weight")[:, : enc.dim]
+    return WordLlamaInference(table, enc.tokenizer)
 
 
 def main(argv=None) -> int:
@@ -44,7 +55,7 @@ def main(argv=None) -> int:
     texts = texts[: args.n]
     cfg = EmbedderConfig(name="wordllama")
     enc = load_encoder(cfg)
-    model = enc._load()
+    model = library_model(enc)
     ntok = sum(map(enc.count_tokens, texts)) / len(texts)  # not encode_batch: WordLlama's tokenizer pads batches
 
     def library(ts):
@@ -66,10 +77,14 @@ def main(argv=None) -> int:
     row["identical_rows"] = int((diff.max(axis=1) == 0).sum())
     row["speedup"] = round(row["preqrag_sparse"]["passages_per_second"] / row["wordllama_embed"]["passages_per_second"], 2)
     row.update(machine=machine(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-               command="python bench/wordllama_encode.py " + " ".join(placeholders(argv or sys.argv[1:])))
+               command=command("wordllama_encode", argv))
     print(json.dumps(row, indent=1))
     atomic_write_text(Path(args.out), json.dumps(row, indent=1) + "\n")
     return 0
+
+
+run = main
+"""The entry of ``python -m bench wordllama_encode`` (bench/__main__.py): ``run(argv)``, the exit status."""
 
 
 if __name__ == "__main__":

@@ -84,5 +84,9 @@ def main(argv=None) -> int:
     return 0
 
 
+run = main
+"""The entry of ``python -m bench xllamacpp_engine`` (bench/__main__.py): ``run(argv)``, the exit status."""
+
+
 if __name__ == "__main__":
     raise SystemExit(main())
