@@ -9,15 +9,14 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import config_toml
+from conftest import REPO, TESTS, config_toml
 
-PLUGINS = Path(__file__).parent / "plugins"
-SRC = Path(__file__).resolve().parents[1] / "src" / "preqrag"
+PLUGINS = TESTS / "plugins"
+SRC = REPO / "src" / "preqrag"
 
 
 def _lines(path):
@@ -272,7 +271,7 @@ def _commands(node):
 def test_docs_commands_use_placeholders_not_machine_paths():
     import re
 
-    docs = Path(__file__).resolve().parents[1] / "docs"
+    docs = REPO / "docs"
     found = []
     for p in sorted(docs.rglob("*")):
         if p.suffix in (".md", ".html"):
@@ -296,11 +295,10 @@ def test_readme_example_question_is_answerable_from_the_corpus_readme_indexes():
     import gzip
     import re
 
-    root = Path(__file__).resolve().parents[1]
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
     corpus = re.search(r"preqrag index --corpus (\S+) --index \./idx", readme).group(1)
     question = re.search(r'preqrag ask --index \./idx "([^"]+)"', readme).group(1)
-    bench = root / corpus
+    bench = REPO / corpus
     questions = [json.loads(line) for line in open(bench.parent / "smoke.jsonl", encoding="utf-8")]
     (q,) = [q for q in questions if q["question"] == question]
     with gzip.open(bench, "rt", encoding="utf-8") as fh:

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TEST_OVERRIDES, run_cli
+from conftest import TESTS, TEST_OVERRIDES, run_cli
 from conftest import config_toml as _toml
 from preqrag.core.io import read_questions
 from preqrag.trec.validate import detect_format, validate_file
 
-DATA = Path(__file__).parent / "data" / "trec"
+DATA = TESTS / "data" / "trec"
 
 
 def _cli(*args, **kw):

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+from conftest import REPO
+
+BENCH = REPO / "bench"
 
 
 def _module():

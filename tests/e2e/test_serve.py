@@ -34,9 +34,8 @@ from pathlib import Path
 import pytest
 
 from _bench import unavailable
-from conftest import TEST_OVERRIDES, _free_port, config_toml, run_cli
+from conftest import REPO, TEST_OVERRIDES, _free_port, config_toml, run_cli
 
-REPO = Path(__file__).resolve().parent.parent
 SERVE_OVERRIDES = {**TEST_OVERRIDES, "embedder": {"name": "wordllama"}, "rewriter": {"name": "none"},
                    "cross_encoder": {"depth": 8, "max_length": 128},
                    "generator": {"sentence_scorer": "words", "max_new_tokens": 8, "max_passage_tokens": 32},

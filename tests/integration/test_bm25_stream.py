@@ -16,10 +16,10 @@ import bm25s
 import numpy as np
 import pytest
 
+from _bench import BENCH
 from preqrag.core.config import BM25Config
 from preqrag.retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts, tokenize
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "liverag-bench")
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
+from _bench import BENCH
 from preqrag.index.chunking import Chunker
 
-BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "liverag-bench")
 
 
 def _tokenizers():

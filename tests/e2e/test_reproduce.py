@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import TEST_OVERRIDES, config_toml
+from conftest import REPO as ROOT, TEST_OVERRIDES, config_toml
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _sha(path: Path) -> str:

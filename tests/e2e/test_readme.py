@@ -29,8 +29,8 @@ from pathlib import Path
 import pytest
 
 from _bench import unavailable
+from conftest import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 
 pytestmark = pytest.mark.readme

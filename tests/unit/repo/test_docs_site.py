@@ -7,11 +7,10 @@ from __future__ import annotations
 import importlib.util
 import subprocess
 import sys
-from pathlib import Path
 
 from _bench import unavailable
+from conftest import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_docs_site_builds_strict(tmp_path):
