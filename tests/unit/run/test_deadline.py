@@ -1,7 +1,8 @@
-"""`preqrag run --deadline`: planning with a fake clock, the deadline record, the extractive level,
-the OpenAI backend's Retry-After / adaptive concurrency, and for real: a local llama.cpp server
-behind a delaying proxy makes the full pipeline too slow for the budget, yet every question is
-answered before the deadline."""
+"""`preqrag run --deadline`, its logic: planning with a fake clock, the deadline record, the
+extractive level, the level overrides, and the OpenAI backend's Retry-After / adaptive concurrency
+and call deadline against small fake HTTP servers. The level pipelines on the small index:
+tests/integration/test_deadline_levels.py; a real run through a slow server:
+tests/e2e/test_deadline_run.py."""
 
 from __future__ import annotations
 
@@ -10,24 +11,16 @@ import threading
 import time
 from datetime import datetime, timedelta, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlparse
 
 import pytest
 
-from conftest import TEST_OVERRIDES, TCPProxy, config_toml, run_cli
 from preqrag.core.config import ConfigError, LLMConfig, load_config
-from preqrag.core.text import split_sentences
 from preqrag.run.deadline import (DeadlineController, ExtractiveGenerator, deadline_path, level_overrides,
-                              level_pipelines, parse_deadline, resolve_deadline)
+                                  parse_deadline, resolve_deadline)
 from preqrag.models.llm.openai_backend import OpenAICompatibleLLM, retry_after_seconds
-from preqrag.core.records import LiveRAGAnswer
 from preqrag.core.contracts import LLMError
 
 NOW = datetime(2026, 11, 22, 8, 0, 0, tzinfo=timezone.utc)
-
-
-def _lines(path):
-    return [json.loads(line) for line in open(path, encoding="utf-8") if line.strip()]
 
 
 # ---------------------------------------------------------------------------------- the deadline itself
@@ -171,56 +164,6 @@ def test_extractive_answer_takes_the_top_passage_sentences_closest_to_the_questi
     assert gen.answer("anything", "no sentence boundary here") == "no sentence boundary here"
 
 
-@pytest.fixture(scope="module")
-def pipeline(small_index, llm_test_config):
-    """One pipeline (the ``preqrag`` preset) for this module's in-process tests, its models loaded once."""
-    from preqrag.run.pipeline import Pipeline
-
-    return Pipeline.from_config(small_index, llm_test_config)
-
-
-def test_level_pipelines_share_the_loaded_models(pipeline):
-    """The ``preqrag`` preset, so that level 1 has an LLM rewriting step to drop."""
-    base = pipeline
-    levels = level_pipelines(base)
-    assert len(levels) == 5 and levels[0] is base
-    assert all(p.index is base.index and p.llm is base.llm and p.classifier is base.classifier for p in levels)
-    assert levels[1].rewriter.name != base.rewriter.name and levels[1].generator is base.generator
-    ce = base.rerank_chain[0].reranker
-    assert levels[1].rerank_chain[0].reranker is ce  # same cross-encoder object ...
-    assert levels[2].rerank_chain[0].reranker is ce and levels[2].rerank_chain[0].depth == min(8, 10)  # ... any depth
-    assert levels[3].cfg.generator.context_top_k == 1
-    assert levels[3].cfg.generator.max_new_tokens == min(base.cfg.generator.max_new_tokens, 64)  # [deadline] cap
-    assert isinstance(levels[4].generator, ExtractiveGenerator)
-
-
-def test_deadline_already_passed_answers_everything_extractively(tmp_path, pipeline, small_corpus):
-    """No time for any LLM: every question still gets a schema-valid answer, with no LLM call."""
-    from preqrag.run.deadline import Deadline
-    from preqrag.run.runner import run_questions, sidecar, stats_path
-    from preqrag.core.timing import model_calls
-
-    qfile = tmp_path / "q.jsonl"
-    qfile.write_text("".join(json.dumps(q) + "\n" for q in small_corpus[2]) + "{bad line\n")
-    out = tmp_path / "answers.jsonl"
-    now = datetime.now(timezone.utc)
-    due = Deadline(now - timedelta(seconds=1), "1s", now - timedelta(seconds=2))
-    llm_calls = model_calls().get("llm", 0)
-    summary = run_questions(pipeline, qfile, out, deadline=due)
-    assert model_calls().get("llm", 0) == llm_calls
-    assert (summary.answered, summary.failed, len(summary.input_errors)) == (len(small_corpus[2]), 0, 1)
-    answers = _lines(out)
-    assert sorted(str(a["id"]) for a in answers) == sorted(str(q["id"]) for q in small_corpus[2])
-    for a in answers:  # schema-valid; the answer is sentences of the one passage given
-        LiveRAGAnswer.model_validate(a)
-        assert a["answer"].strip() and len(a["passages"]) == 1
-        assert all(s in a["passages"][0]["passage"] for s in split_sentences(a["answer"]))
-    assert {t["degradation_level"] for t in _lines(sidecar(out, "traces"))} == {4}
-    stats = json.loads(stats_path(out).read_text())
-    assert stats["degradation_levels"] == {"0": 0, "1": 0, "2": 0, "3": 0, "4": len(answers)}
-    assert stats["deadline"]["spec"] == "1s" and stats["deadline"]["finished_before_deadline"] is False
-
-
 # ---------------------------------------------------------------------------------- OpenAI backend
 class _RateLimited(BaseHTTPRequestHandler):
     """A chat-completions endpoint answering 429 with ``Retry-After`` to the first ``limited``
@@ -308,75 +251,3 @@ def test_call_deadline_stops_waiting_for_the_llm():
     finally:
         llm.close()
         httpd.shutdown()
-
-
-# ---------------------------------------------------------------------------------- for real
-BUDGET_S = 14
-"""The deadline of the real run, in seconds from the command's start (model loading included: a
-second or two in-process, where the models' libraries are already imported)."""
-
-DELAY_S = 7.0
-"""Seconds the proxy holds each LLM request. The full pipeline of the test below (the ``hybrid``
-preset) makes one LLM call per question, 2 at a time: the 6 questions need at least
-6 / 2 x 7 = 21 s, 1.5 times the budget, and the first batch of 3 alone 2 x 7 s, the whole
-budget, so it cannot finish at the full pipeline before its cut-off."""
-
-
-def test_deadline_met_through_a_slow_llm_server_then_a_run_without_deadline_is_unaffected(
-        tmp_path, llama_server, small_index, small_corpus):
-    """``preqrag run --deadline`` through the slow proxy, then a run without a deadline straight to
-    the server; both are the CLI command in-process (``run_cli``)."""
-    proxy = TCPProxy(urlparse(llama_server).port, delay_s=DELAY_S)
-    questions = small_corpus[2]
-    qfile = tmp_path / "q.jsonl"
-    qfile.write_text("".join(json.dumps(q) + "\n" for q in questions))
-    llm = {"backend": "openai", "model": "smollm2", "structured_output": "json_object", "concurrency": 2, "max_retries": 1, "timeout_s": 60}
-    # no cross-encoder (~7 pairs/s on 2 idle cores): the extractive level, the one every question can
-    # fall back to, stays fast on a loaded machine; short prompts and answers (passages cut to 32
-    # tokens, 4 answer tokens): the answers are not under test
-    settings = {**TEST_OVERRIDES, "cross_encoder": {"name": "none"},
-                "generator": {"sentence_scorer": "words", "max_new_tokens": 4, "max_passage_tokens": 32}}
-    slow_cfg = tmp_path / "slow.toml"
-    slow_cfg.write_text(config_toml({**settings, "llm": {**llm, "base_url": f"{proxy.url}/v1"}}))
-    out = tmp_path / "answers.jsonl"
-    try:
-        t0 = datetime.now(timezone.utc)
-        r = run_cli("run", qfile, "--index", small_index, "-o", out, "--config", slow_cfg,
-                    "--deadline", f"{BUDGET_S}s")
-        ended = datetime.now(timezone.utc)
-    finally:
-        proxy.close()
-    assert r.returncode == 0, r.stderr
-    record = json.loads(deadline_path(out).read_text())
-    due = datetime.fromisoformat(record["deadline"])
-    # from the command's start (the record keeps whole seconds)
-    assert t0 + timedelta(seconds=BUDGET_S - 1) <= due <= t0 + timedelta(seconds=BUDGET_S + 30)
-    # every answer is on disk by the deadline (the file's last write); the command may then take a
-    # few more seconds to end (writing the run's files on a loaded 2-core machine)
-    written = datetime.fromtimestamp(out.stat().st_mtime, timezone.utc)
-    assert written <= due + timedelta(seconds=1), f"last answer written {written}, deadline {due}:\n{r.stderr}"
-    assert ended <= due + timedelta(seconds=30), f"ended {ended}, deadline {due}:\n{r.stderr}"
-    answers = _lines(out)
-    assert sorted(str(a["id"]) for a in answers) == sorted(str(q["id"]) for q in questions)
-    for a in answers:
-        LiveRAGAnswer.model_validate(a)
-    levels = [t["degradation_level"] for t in _lines(out.with_name("answers.traces.jsonl"))]
-    assert len(levels) == len(questions) and max(levels) > 0
-    stats = json.loads(out.with_name("answers.run.json").read_text())
-    assert stats["deadline"]["deadline"] == record["deadline"] and stats["deadline"]["finished_before_deadline"]
-    assert sum(stats["degradation_levels"].values()) == len(questions)
-    assert sum(n for lv, n in stats["degradation_levels"].items() if lv != "0") > 0
-    assert "deadline" in r.stderr and "questions per level" in r.stderr
-
-    # a later run without a deadline, on a fresh output, straight to the server: the full pipeline
-    direct_cfg = tmp_path / "direct.toml"
-    direct_cfg.write_text(config_toml({**settings, "llm": {**llm, "base_url": f"{llama_server}/v1"}}))
-    fresh = tmp_path / "fresh" / "answers.jsonl"
-    r = run_cli("run", qfile, "--index", small_index, "-o", fresh, "--config", direct_cfg, "--limit", "2")
-    assert r.returncode == 0, r.stderr
-    assert len(_lines(fresh)) == 2 and not deadline_path(fresh).exists()
-    assert [t["degradation_level"] for t in _lines(fresh.with_name("answers.traces.jsonl"))] == [0, 0]
-    assert all(not any(f.startswith("deadline:") for f in t["fallbacks"])
-               for t in _lines(fresh.with_name("answers.traces.jsonl")))
-    stats = json.loads(fresh.with_name("answers.run.json").read_text())
-    assert stats["deadline"] is None and stats["degradation_levels"]["0"] == 2

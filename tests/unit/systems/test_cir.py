@@ -1,6 +1,8 @@
-"""The ``cir`` preset (CIR at TREC 2024 RAG): the MMR rerank step (§2.1) against hand-computed
-examples and on the real small index, the CIR generator's JSON parsing, citation removal,
-expertise prompts and fallbacks (§2.2, Table 2), and an end-to-end ``preqrag run``."""
+"""The ``cir`` preset (CIR at TREC 2024 RAG), its logic with fakes: the MMR rerank step (§2.1)
+against hand-computed examples, the CIR generator's JSON parsing, citation removal, expertise
+prompts, fallbacks and copy rewrites (§2.2, Table 2) with a scripted LLM. The MMR step on the real
+small index: tests/integration/test_cir_index.py; an end-to-end ``preqrag run``:
+tests/e2e/test_cir_run.py."""
 
 from __future__ import annotations
 
@@ -9,13 +11,12 @@ import json
 import numpy as np
 import pytest
 
-from conftest import TEST_OVERRIDES, config_toml, run_cli
 from preqrag.core.config import GeneratorConfig, load_config
 from preqrag.systems.cir import CIRConfig
 from preqrag.systems.cir.generator import (EXPERTISE_PROMPTS, CIRGenerator, build_cir_prompt, parse_cir_answer,
                                     resolve_expertise)
-from preqrag.core.records import LiveRAGAnswer, Ranking, Trace
-from preqrag.systems.cir.mmr import MMRStep, jaccard, load_mmr_step, minmax, mmr_order
+from preqrag.core.records import Ranking
+from preqrag.systems.cir.mmr import MMRStep, jaccard, minmax, mmr_order
 from preqrag.core.contracts import LLMError
 
 
@@ -109,34 +110,6 @@ def test_mmr_step_rejects_bad_settings():
 
     with pytest.raises(ConfigError):
         load_config(None, {"mmr": {"similarity": "dice"}})
-
-
-def test_mmr_step_on_small_index(small_index):
-    """Real data: the vectors read back from FAISS are the embedder's passage vectors; both
-    similarities give a permutation of the head; λ = 1 keeps the input order."""
-    from preqrag.index.embedded import Index
-
-    cfg = load_config(None, {**TEST_OVERRIDES, "mmr": {"top_j": 10}})
-    index = Index.open(small_index, cfg)
-    ranking = index.sparse.search(["welding positions and techniques"], 15)[0]
-    assert len(ranking) >= 10
-    step = load_mmr_step(cfg, index)
-    ids = ranking.ids[:4]
-    stored = step.passage_vectors(ids, [index.text(p) for p in ids])
-    fresh = index.encoder.encode([index.text(p) for p in ids], is_query=False)
-    assert np.allclose(stored, fresh, atol=1e-3)
-    for sim in ("cosine", "jaccard"):
-        c = load_config(None, {**TEST_OVERRIDES, "mmr": {"top_j": 10, "similarity": sim}})
-        [out] = load_mmr_step(c, index).rerank(["welding"], [ranking], index.text)
-        assert sorted(out.ids) == sorted(ranking.ids[:10]) and len(out.scores) == 10
-        c1 = load_config(None, {**TEST_OVERRIDES, "mmr": {"top_j": 10, "similarity": sim, "lambda_": 1.0}})
-        assert load_mmr_step(c1, index).rerank(["welding"], [ranking], index.text)[0].ids == ranking.ids[:10]
-    # a near-duplicate pair is split apart by λ = .25 (the top passage duplicated under another id)
-    dup = Ranking(ids=[ranking.ids[0], "dup", *ranking.ids[1:5]], scores=[5.0, 4.9, 4.0, 3.0, 2.0, 1.0])
-    text = {"dup": index.text(ranking.ids[0])}
-    step = MMRStep(0.25, "jaccard", 10, tokenize=lambda ts: [t.lower().split() for t in ts])
-    [out] = step.rerank(["q"], [dup], lambda p: text.get(p) or index.text(p))
-    assert out.ids[0] == ranking.ids[0] and out.ids[1] != "dup"
 
 
 # ---------------------------------------------------------------- CIR generator
@@ -233,64 +206,6 @@ def test_generator_caps_answer_at_max_words():
     [g] = gen.generate(["q"], [["p"]])
     assert len(g.answer.split()) == 300
     assert len(g.citations) == 2 and len(g.citations[1][0].split()) == 100
-
-
-def test_pipeline_maps_citations_and_fallbacks_to_the_trace(small_index):
-    """Through the pipeline: 1-based numbers → passage ids, removed count and generator
-    fallbacks in the trace; question extras reach the generator."""
-    from preqrag.run.pipeline import Pipeline
-    from preqrag.core.records import Question
-
-    reply = json.dumps({"sentences": [{"text": "S1.", "ids": [2, 1, 99]}]})
-    llm = FakeLLM([reply, "junk"])
-    cfg = load_config(None, TEST_OVERRIDES, pipeline="cir")
-    p = Pipeline.from_config(small_index, cfg, llm=llm)
-    qs = [Question(id="a", question="How do welding positions compare?", extra={"user_expertise": "expert"}),
-          Question(id="b", question="What data matters for hotel room rates?")]
-    a, b = p.answer(qs)
-    assert a.failure is None and b.failure is None
-    t: Trace = a.trace
-    assert [c.passage_ids for c in t.citations] == [[t.context_ids[1], t.context_ids[0]]]
-    assert t.removed_citations == 1 and EXPERTISE_PROMPTS["P.2"] in a.answer.final_prompt
-    assert b.trace.citations == [] and any(f.startswith("generate: unparsable JSON") for f in b.trace.fallbacks)
-    assert b.answer.answer == "junk"
-
-
-# ---------------------------------------------------------------- end to end
-def test_cir_preset_end_to_end_cli(small_index, small_corpus, tmp_path):
-    """`preqrag run` with pipeline = "cir", the bundled models (SmolLM2-135M): schema-valid
-    LiveRAG answers and traces with every slot, including the MMR step."""
-    questions = [small_corpus[2][0], small_corpus[2][4]]  # single/novice and multi/expert (user_expertise)
-    qpath = tmp_path / "q.jsonl"
-    qpath.write_text("".join(json.dumps(q) + "\n" for q in questions), encoding="utf-8")
-    cfg = tmp_path / "cir.toml"
-    # a short context keeps the 135M LLM's prompt small (k = 20 passages of 512 tokens take minutes on 2 cores)
-    small = {"max_new_tokens": 48, "context_top_k": 4, "max_passage_tokens": 96}
-    cfg.write_text(config_toml({**TEST_OVERRIDES, "pipeline": "cir", "generator": small}), encoding="utf-8")
-    out = tmp_path / "answers.jsonl"
-    r = run_cli("run", str(qpath), "--index", str(small_index),
-                        "-o", str(out), "--config", str(cfg))
-    assert r.returncode == 0, r.stderr[-3000:]
-    answers = [LiveRAGAnswer.model_validate_json(line) for line in out.read_text().splitlines()]
-    assert len(answers) == 2
-    traces = [Trace.model_validate_json(line) for line in
-              out.with_name("answers.traces.jsonl").read_text().splitlines()]
-    assert len(traces) == 2
-    for a, t in zip(sorted(answers, key=lambda x: str(x.id)), sorted(traces, key=lambda x: str(x.id))):
-        assert a.final_prompt.startswith("Do retrieval augmented generation with the following texts\n")
-        assert len(a.answer.split()) <= 300
-        assert set(t.rankings) >= {"sparse", "dense", "merged", "reranked", "mmr", "final"}
-        assert all(len(r) <= 8 for r in t.rankings["mmr"])  # the cross-encoder's depth-8 head
-        assert sorted(t.rankings["mmr"][0].ids) == sorted(t.rankings["reranked"][0].ids)
-        assert 1 <= len(t.context_ids) <= 4 and len(a.passages) == len(t.context_ids)
-        assert t.citations is not None  # a citing generator: [] after a fallback
-        assert all(set(c.passage_ids) <= set(t.context_ids) for c in t.citations)
-        assert {"mmr", "rerank", "generate"} <= set(t.seconds)
-        # the reply is constrained by the answer schema: it parses, ids are 1..k (none removed)
-        assert not [f for f in t.fallbacks if "unparsable" in f], t.fallbacks
-        assert t.citations and all(c.sentence.strip() for c in t.citations)
-        expertise = {q["id"]: q["user_expertise"] for q in questions}[t.id]
-        assert EXPERTISE_PROMPTS["P.2" if expertise == "expert" else "P.1"] in a.final_prompt
 
 
 def test_copied_sentences_counts_twelve_shared_words():
