@@ -93,7 +93,7 @@ def _q4_0_test_llm() -> str:
 TEST_LLM = _q4_0_test_llm()
 """The LLM of the tests: the bundled SmolLM2-135M, requantized to Q4_0 (:func:`_q4_0_test_llm`).
 The shipped default (``qwen2.5-coder-1.5b``) answers many times slower; only its own tests
-(tests/test_default_llm.py) load it. Set as ``$PREQRAG_LLM_MODEL`` (``[llm] model``'s default,
+(tests/integration/test_default_llm.py) load it. Set as ``$PREQRAG_LLM_MODEL`` (``[llm] model``'s default,
 :func:`preqrag.core.config.default_llm`) for this process and every process it starts (CLI runs,
 servers, Ray workers), unless the environment already names a model."""
 os.environ.setdefault("PREQRAG_LLM_MODEL", TEST_LLM)
@@ -388,7 +388,8 @@ less reranking over shorter pairs (8 candidates, 128 tokens per question-passage
 cross-encoder's cost grows with the pair's length, and 512-token pairs cost ~1 s each on 2 cores), shorter passages in the prompt (128 tokens each: SmolLM2's prefill of three
 512-token passages was most of a test answer's time) and 16 answer tokens, to keep the suite
 fast; the context's sentences are chosen by question words, not by the cross-encoder (the default,
-tested in tests/test_selection.py, tests/test_default_llm.py and tests/test_demo.py), which would
+tested in tests/integration/test_selection_cross_encoder.py, tests/integration/test_default_llm.py and
+tests/e2e/test_demo.py), which would
 score every sentence of every test answer's passages. Tests of the LLM steps (classification, rewriting, decomposition) use
 :data:`LLM_TEST_OVERRIDES`; a test that sets its own ``generator`` table replaces this one."""
 

@@ -18,7 +18,7 @@ from preqrag.index.shards import build_shard, merge_shards, parse_shard
 def shard_config():
     """The test settings with the WordLlama embedder: the shards and their one-shot reference encode
     the small corpus twice more, in a second instead of ~10 s with the default encoder (whose
-    sharded build is compared with its one-shot build in tests/test_ray.py)."""
+    sharded build is compared with its one-shot build in tests/stress/test_ray.py)."""
     from _bench import unavailable
     from conftest import TEST_OVERRIDES
     from preqrag.core.config import load_config
