@@ -1,7 +1,8 @@
 """Question classifiers (PreQRAG §2.1): rules, learned (shipped model), LLM parsing, CLI.
 
 Real data from shared/liverag-bench beside the repo (dev.jsonl, smoke.jsonl). The LLM tests use a
-fake LLM only to exercise the strict reply parsing and the fallbacks.
+fake LLM only to exercise the strict reply parsing and the fallbacks; the real SmolLM2:
+tests/integration/test_classifiers_llm.py.
 """
 
 from __future__ import annotations

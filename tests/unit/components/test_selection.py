@@ -1,6 +1,7 @@
 """Sentence selection (preqrag.components.selection) and its use by the PreQRAG generator: a shorter prompt from
 the same passages, the answer-bearing sentences kept, every passage keeping its share, and what was
-cut recorded in the trace."""
+cut recorded in the trace. Sentences scored by the real cross-encoder:
+tests/integration/test_selection_cross_encoder.py."""
 
 from __future__ import annotations
 

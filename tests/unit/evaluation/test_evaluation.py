@@ -1,4 +1,5 @@
-"""Tests of preqrag.evaluation on real bench questions (smoke.jsonl) and hand-computed values."""
+"""Tests of preqrag.evaluation on real bench questions (smoke.jsonl) and hand-computed values; the LLM
+judge with scripted replies (against a real llama.cpp server: tests/integration/test_judge_llm.py)."""
 
 from __future__ import annotations
 
