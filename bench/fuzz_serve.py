@@ -1,5 +1,5 @@
 """The long fuzz run of `preqrag serve` with schemathesis (issue 25; the short one is
-tests/test_serve.py::test_api_fuzzed_by_schemathesis).
+tests/e2e/test_serve.py::test_api_fuzzed_by_schemathesis).
 
     python bench/fuzz_serve.py --index IDX [--config CFG] --max-examples 100 -o docs/bench/fuzz_serve.json
 

@@ -26,7 +26,7 @@ machine and the date. The bench scripts' own outputs stay in ``--work``; a rerun
 ``<!-- /reproduce:presets -->`` in FILE from the retrieval rows (README.md after a full run).
 
 ``--quick``: the smoke corpus and questions (8 of them), ``hybrid`` only, 4 session questions — a
-few minutes on 2 cores, and what tests/test_reproduce.py runs (with its own small index).
+few minutes on 2 cores, and what tests/e2e/test_reproduce.py runs (with its own small index).
 The full run over the bench corpus takes hours on 2 CPU cores (index ~20 min, each LLM preset's
 rewriting 3–60 s per question); ``--steps`` and ``--presets`` pick parts.
 

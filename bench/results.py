@@ -16,7 +16,7 @@ and ``docs/results.md``, the index of those pages. These pages are the only rend
 (the bench scripts write no Markdown of their own). Nothing that tells rows apart is cut: a key
 field is shown whole, a settings dict by what differs between the rows, a longer text below its
 table. No page is edited by hand; the test suite
-(tests/test_docs_site.py) runs ``--check`` and fails on a page that differs from what its JSON
+(tests/unit/repo/test_docs_site.py) runs ``--check`` and fails on a page that differs from what its JSON
 gives.
 
     python bench/results.py            # (re)write docs/results.md and docs/results/*.md

@@ -41,11 +41,22 @@ BEGIN, END = "<!-- bench/test_suite.py: begin -->", "<!-- bench/test_suite.py: e
 """docs/testing.md's generated part lies between these lines (the rest of the page is prose)."""
 
 
+def file_of_case(classname: str) -> str:
+    """The test file of a JUnit ``classname``, relative to tests/: ``tests.unit.core.test_io`` (or
+    ``...test_io.TestX``) → ``unit/core/test_io.py`` (the tier folder first, docs/testing.md)."""
+    parts = classname.split(".")
+    if parts and parts[0] == "tests":
+        parts = parts[1:]
+    module = next((i for i, p in enumerate(parts) if p.startswith("test_")), len(parts) - 1)
+    return "/".join(parts[:module + 1]) + ".py"
+
+
 def per_file(junit: Path) -> dict[str, dict]:
-    """``{file: {"tests", "seconds"}}`` from pytest's JUnit XML (seconds include fixtures)."""
+    """``{file: {"tests", "seconds"}}`` from pytest's JUnit XML (seconds include fixtures); files
+    relative to tests/ (rows before the tiers name the file alone: ``test_io.py``)."""
     out: dict[str, dict] = collections.defaultdict(lambda: {"tests": 0, "seconds": 0.0})
     for case in ET.parse(junit).iter("testcase"):
-        name = case.get("classname", "").split(".")[-1] + ".py"
+        name = file_of_case(case.get("classname", ""))
         out[name]["tests"] += 1
         out[name]["seconds"] = round(out[name]["seconds"] + float(case.get("time", 0.0)), 1)
     return dict(sorted(out.items(), key=lambda kv: -kv[1]["seconds"]))
@@ -69,12 +80,15 @@ def write_testing_md(rows: list[dict]) -> None:
            f"Latest: **{last['wall_seconds']:.0f} s** ({last['summary']}), `{last['command']}` on "
            f"{describe(last['machine'])}, {last['date']}. Before: **{first['wall_seconds']:.0f} s** "
            f"({first['summary']}) on {describe(first['machine'])}, {first['date']}.", ""]
-    names = sorted(set(first["files"]) | set(last["files"]),
-                   key=lambda f: (-(first["files"].get(f, {}).get("seconds", 0.0)), f))
-    per_file = [{"file": f, "tests before": first["files"].get(f, {}).get("tests"),
-                 "tests now": last["files"].get(f, {}).get("tests"),
-                 "seconds before": first["files"].get(f, {}).get("seconds"),
-                 "seconds now": last["files"].get(f, {}).get("seconds")} for f in names]
+    # a file is matched by its name alone: the first row's files have no tier folder (unit/core/test_io.py
+    # was test_io.py); a file split by tier since then is its parts, each with its own name
+    before = {Path(f).name: v for f, v in first["files"].items()}
+    now = {Path(f).name: (f, v) for f, v in last["files"].items()}
+    names = sorted(set(before) | set(now), key=lambda f: (-(before.get(f, {}).get("seconds", 0.0)), f))
+    per_file = [{"file": now[f][0] if f in now else f, "tests before": before.get(f, {}).get("tests"),
+                 "tests now": now.get(f, ("", {}))[1].get("tests"),
+                 "seconds before": before.get(f, {}).get("seconds"),
+                 "seconds now": now.get(f, ("", {}))[1].get("seconds")} for f in names]
     out += md_table(per_file, ["file", "tests before", "tests now", "seconds before", "seconds now"])
     out += ["", f"The 25 slowest phases now (`--durations=25`, {last['date']}):", ""]
     out += md_table(last["slowest"], ["seconds", "phase", "test"]) + ["", END]

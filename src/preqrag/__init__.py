@@ -10,5 +10,5 @@ LAYERS: tuple[str, ...] = (
     "core", "models", "retrieval", "index", "components", "evaluation", "learned", "trec", "systems",
     "run", "serve", "cli")
 """The packages of preqrag, bottom up, each one layer: a module imports only from its own package
-or one before it here (``tests/test_contracts.py`` checks every import; docs/architecture.md
+or one before it here (``tests/unit/repo/test_contracts.py`` checks every import; docs/architecture.md
 draws them)."""

@@ -65,7 +65,7 @@ class Chunker:
         the longer ones go through the splitter's ``chunk_all`` (parallel as well). For corpora of
         short documents (the scale corpora of bench/scale.py, many FineWeb pages) this is several
         times faster than one ``split`` per document. Equality with :meth:`split` is tested,
-        around the capacity too (tests/test_chunking_batch.py).
+        around the capacity too (tests/integration/test_chunking_batch.py).
         """
         if not docs:
             return []

@@ -18,7 +18,7 @@ passages, so its document frequencies and average length are the global ones: pe
 BM25 indexes would score the same passage differently in each shard. The dense index is
 built from the merged vectors shard-file by shard-file (:func:`preqrag.retrieval.dense.build_faiss`).
 An index merged from shards therefore equals one built in one go, row for row, and
-retrieval returns the same top-k (tested in tests/test_shards.py).
+retrieval returns the same top-k (tested in tests/integration/test_shards.py).
 
 Shard builds resume like one-shot builds (``<shard>.partial/`` keeps finished vector files);
 a merge writes ``<index>.partial/`` and renames it only when complete.

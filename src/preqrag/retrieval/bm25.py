@@ -6,7 +6,7 @@ here in two passes over the passages and written in bm25s's on-disk format, whic
 ``bm25s.BM25.load`` (memory-mapped) reads as usual. The scores are bm25s's own (its
 ``bm25s.scoring`` idf and term-frequency functions, applied to the same values in the same
 floating-point order): the files equal those of ``bm25s.BM25().index(...).save(...)`` up to the
-numbering of the vocabulary (tested in tests/test_bm25_stream.py).
+numbering of the vocabulary (tested in tests/integration/test_bm25_stream.py).
 """
 
 from __future__ import annotations

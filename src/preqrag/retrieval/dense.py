@@ -177,7 +177,7 @@ def write_flat_index(sources: Sequence, path: str | Path, dim: int, n: int, base
     the header (:func:`_flat_header`), then each shard's float32 rows in order, to a temporary
     name renamed at the end. Peak memory: one shard (FAISS's own ``add`` grows one vector of all
     codes by reallocation, about twice the index at the end). The file is byte-identical to
-    ``faiss.write_index`` of the same index (tests/test_dense_index.py).
+    ``faiss.write_index`` of the same index (tests/integration/test_dense_index.py).
 
     With ``base`` (a trained FAISS index holding the same ``n`` vectors, e.g. IVF-PQ or HNSW-SQ8), the file is
     an ``IndexRefineFlat`` of ``base`` instead (``refine = "flat"``): :func:`_refine_layout`'s
@@ -239,7 +239,7 @@ def _restore_level_rng(index, n_added: int) -> None:
     ``HNSW::random_level``) and does not serialise the generator: a read index starts again from
     its seed, so later inserts would repeat the first vertices' levels. Drawing ``n_added`` levels
     replays the sequence; with the same batches (one per shard) and one thread a resumed build is
-    then byte-identical to an uninterrupted one (tests/test_dense_index.py)."""
+    then byte-identical to an uninterrupted one (tests/integration/test_dense_index.py)."""
     graph = _hnsw_part(index)
     if graph is not None:
         hnsw = graph.hnsw

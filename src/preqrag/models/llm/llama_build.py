@@ -18,7 +18,7 @@ The portable build (``install.sh`` does it) sets :data:`PORTABLE_CMAKE_ARGS`:
   when these macros are defined (``ggml-cpu/amx/*.cpp``, ``ggml-cpu.c``), so the
   "sapphirerapids" variant becomes AVX-512-BF16/VNNI code with no AMX instruction in it.
   AMX stays out because a CPU that advertises it may not run it (the SIGILL above);
-  :func:`amx_instructions` checks the installed files (tests/test_llama_build.py);
+  :func:`amx_instructions` checks the installed files (tests/integration/test_llama_build.py);
 * ``GGML_BACKEND_DIR:STRING=llama_cpp/lib``: the variants are installed beside ``libllama.so``
   (typed STRING: as an untyped PATH, CMake would make it absolute against the build's
   working directory, a temporary directory, and the variants would not reach the wheel);
