@@ -465,3 +465,20 @@ def qwen05b_gguf(tmp_path_factory):
     path = model_dir / INSTALLABLE["qwen2.5-coder-0.5b"].filename
     assert Path(proc.stdout.splitlines()[0]) == path, proc.stdout
     yield path
+
+
+@pytest.fixture(scope="session")
+def smoke():
+    """The bench's smoke questions (``_bench.SMOKE``), read once."""
+    from _bench import SMOKE, bench_file
+    from preqrag.core.io import read_questions
+
+    qs, errors = read_questions(bench_file(SMOKE))
+    assert not errors
+    return qs
+
+
+@pytest.fixture(scope="session")
+def singles(smoke):
+    """The smoke questions with one gold document."""
+    return [q for q in smoke if q.extra["n_gold"] == 1]

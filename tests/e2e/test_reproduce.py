@@ -15,7 +15,6 @@ from pathlib import Path
 from conftest import REPO as ROOT, TEST_OVERRIDES, config_toml
 
 
-
 def _sha(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 

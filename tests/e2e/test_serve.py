@@ -30,6 +30,7 @@ import pytest
 
 from _bench import unavailable
 from conftest import REPO, TEST_OVERRIDES, _free_port, config_toml, run_cli
+from fakes import http
 
 SERVE_OVERRIDES = {**TEST_OVERRIDES, "embedder": {"name": "wordllama"}, "rewriter": {"name": "none"},
                    "cross_encoder": {"depth": 8, "max_length": 128},
@@ -63,23 +64,6 @@ XSS_QUESTION = "How often is the zorblax quantum frobnicator calibrated?"
 
 
 # ---------------------------------------------------------------------- helpers
-def http(method: str, url: str, body=None, *, raw: bytes | None = None, headers: dict | None = None,
-         timeout: float = 900.0) -> tuple[int, dict | None, dict]:
-    """(status, JSON body or None, headers) of one request; HTTP errors are returned, not raised."""
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            status, payload, hdrs = resp.status, resp.read(), dict(resp.headers)
-    except urllib.error.HTTPError as e:
-        status, payload, hdrs = e.code, e.read(), dict(e.headers)
-    try:
-        parsed = json.loads(payload) if payload else None
-    except json.JSONDecodeError:
-        parsed = None
-    return status, parsed, {k.lower(): v for k, v in hdrs.items()}
-
 
 class ServeProcess:
     """``python -m preqrag.cli serve ...`` on 127.0.0.1 (a free port unless ``port`` is given).

@@ -21,7 +21,6 @@ from preqrag.core.config import BM25Config
 from preqrag.retrieval.bm25 import BM25Retriever, build_bm25, parquet_texts, tokenize
 
 
-
 @pytest.fixture(scope="module")
 def passages():
     """Paragraphs of the smoke corpus (several thousand), plus an empty and a stopword-only one."""

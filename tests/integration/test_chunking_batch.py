@@ -17,7 +17,6 @@ from _bench import BENCH
 from preqrag.index.chunking import Chunker
 
 
-
 def _tokenizers():
     from preqrag.models.files import resolve
 

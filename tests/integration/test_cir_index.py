@@ -12,6 +12,7 @@ from preqrag.core.config import load_config
 from preqrag.systems.cir.generator import EXPERTISE_PROMPTS
 from preqrag.core.records import Ranking, Trace
 from preqrag.systems.cir.mmr import MMRStep, load_mmr_step
+from fakes import QueuedLLM as FakeLLM
 
 
 def test_mmr_step_on_small_index(small_index):
@@ -40,24 +41,6 @@ def test_mmr_step_on_small_index(small_index):
     step = MMRStep(0.25, "jaccard", 10, tokenize=lambda ts: [t.lower().split() for t in ts])
     [out] = step.rerank(["q"], [dup], lambda p: text.get(p) or index.text(p))
     assert out.ids[0] == ranking.ids[0] and out.ids[1] != "dup"
-
-
-class FakeLLM:
-    """Returns the queued replies in order (an LLMError item is returned in place); records prompts."""
-
-    name = "fake"
-    context_window = 4096
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-        self.prompts: list[str] = []
-
-    def chat(self, messages, *, max_tokens, temperature=0.0, **options):
-        raise AssertionError("chat_many expected")
-
-    def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
-        self.prompts += [r[0]["content"] for r in requests]
-        return [self.replies.pop(0) for _ in requests]
 
 
 def test_pipeline_maps_citations_and_fallbacks_to_the_trace(small_index):

@@ -15,35 +15,7 @@ from preqrag.systems.dota import BM25PruneStep, load_topics
 from preqrag.systems.dota.topics import FILE, TOPIC_NAMES
 from preqrag.index.embedded import Index
 from preqrag.core.records import Ranking
-
-
-class ScriptedLLM:
-    """A fake LLM: ``reply(messages, temperature, seed)`` gives each reply; records calls."""
-
-    name = "fake"
-
-    def __init__(self, reply):
-        self.reply = reply
-        self.calls: list[dict] = []
-
-    def chat_many(self, requests, *, max_tokens, temperature=0.0, seed=None, schema=None, **options):
-        self.calls.append({"n": len(requests), "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
-                           "schema": schema, **options})
-        seeds = seed if isinstance(seed, list) else [seed] * len(requests)
-        return [self.reply(m, temperature, s) for m, s in zip(requests, seeds)]
-
-
-def _is_route(messages):
-    return messages[-1]["content"].startswith("Q: ")
-
-
-def vote(*names):
-    """A structured routing vote (the JSON the schema allows)."""
-    return json.dumps({"about": "the question", "namespaces": list(names)})
-
-
-def rewritten(text):
-    return json.dumps({"rewritten": text})
+from fakes import ReplyLLM as ScriptedLLM, is_route as _is_route, rewritten, vote
 
 
 # ---------------------------------------------------------------- real small index

@@ -12,23 +12,8 @@ import pytest
 
 from preqrag.evaluation.judge import METRICS, judge_answers, load_judgments, parse_score, summarise_judgments
 from preqrag.evaluation.retrieval import gold_docs
-from preqrag.core.io import read_questions
 
-from _bench import BENCH, SMOKE, bench_file
-
-
-# ---------------------------------------------------------------------------- helpers
-
-@pytest.fixture(scope="module")
-def smoke():
-    qs, errors = read_questions(bench_file(SMOKE))
-    assert not errors
-    return qs
-
-
-@pytest.fixture(scope="module")
-def singles(smoke):
-    return [q for q in smoke if q.extra["n_gold"] == 1]
+from _bench import BENCH
 
 
 # ---------------------------------------------------------------------------- real LLM judge

@@ -9,25 +9,13 @@ import pytest
 
 from preqrag.components.selection import select_sentences
 from preqrag.core.text import approx_tokens
+from fakes import PromptRecorder as _Recorder
 
 FILLER = ["The museum opened its new wing to visitors last spring.",
           "Parking is available in the garage on the north side.",
           "Tickets can be bought online or at the front desk.",
           "The cafe serves sandwiches, soups and several kinds of cake.",
           "Guided tours in English start every hour from the lobby."]
-
-
-class _Recorder:
-    """Records the prompts sent; the generator's prompt building is under test, not an LLM."""
-
-    context_window = 4096
-
-    def __init__(self):
-        self.prompts: list[str] = []
-
-    def chat_many(self, requests, *, max_tokens, **options):
-        self.prompts += [r[0]["content"] for r in requests]
-        return ["Kaki, a persimmon glaze." for _ in requests]
 
 
 def test_cross_encoder_scorer_keeps_the_sentence_that_answers_and_the_generator_uses_it():

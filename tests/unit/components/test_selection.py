@@ -11,6 +11,7 @@ from preqrag.core.config import GeneratorConfig
 from preqrag.components.generation import LLMGenerator
 from preqrag.components.selection import GAP, select_sentences
 from preqrag.core.text import approx_tokens
+from fakes import PromptRecorder as _Recorder
 
 FILLER = ["The museum opened its new wing to visitors last spring.",
           "Parking is available in the garage on the north side.",
@@ -70,19 +71,6 @@ def test_best_sentence_longer_than_the_share_is_cut_not_dropped():
 def test_bad_budget():
     with pytest.raises(ValueError, match="max_tokens"):
         select_sentences("q", ["p"], max_tokens=0, count=approx_tokens)
-
-
-class _Recorder:
-    """Records the prompts sent; the generator's prompt building is under test, not an LLM."""
-
-    context_window = 4096
-
-    def __init__(self):
-        self.prompts: list[str] = []
-
-    def chat_many(self, requests, *, max_tokens, **options):
-        self.prompts += [r[0]["content"] for r in requests]
-        return ["Kaki, a persimmon glaze." for _ in requests]
 
 
 def test_generator_prompt_holds_the_selected_sentences_and_the_trace_says_what_was_cut():

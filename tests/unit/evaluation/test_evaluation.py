@@ -17,25 +17,13 @@ from preqrag.evaluation.report import MEANINGLESS_JUDGE_NOTE, write_report
 from preqrag.components.fusion import interleave_ids as interleave
 from preqrag.evaluation.retrieval import (evaluate_retrieval, gold_docs,
                                           per_query_metrics, stage_doc_rankings)
-from preqrag.core.io import read_questions
 from preqrag.core.records import Classification, QueryPlan, Ranking, SubQuery, Trace
 from preqrag.core.contracts import LLMError
 
-from _bench import SMOKE, bench_file
+from _bench import SMOKE
 
 
 # ---------------------------------------------------------------------------- helpers
-
-@pytest.fixture(scope="module")
-def smoke():
-    qs, errors = read_questions(bench_file(SMOKE))
-    assert not errors
-    return qs
-
-
-@pytest.fixture(scope="module")
-def singles(smoke):
-    return [q for q in smoke if q.extra["n_gold"] == 1]
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ from _bench import unavailable
 from conftest import REPO as ROOT
 
 
-
 def test_docs_site_builds_strict(tmp_path):
     if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("material") is None:
         unavailable('the docs site needs MkDocs and its Material theme: pip install -e ".[dev]"')

@@ -17,26 +17,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import _free_port
+from fakes import http
 
 
 # ---------------------------------------------------------------------- helpers
-def http(method: str, url: str, body=None, *, raw: bytes | None = None, headers: dict | None = None,
-         timeout: float = 900.0) -> tuple[int, dict | None, dict]:
-    """(status, JSON body or None, headers) of one request; HTTP errors are returned, not raised."""
-    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(url, data=data, method=method,
-                                 headers={"Content-Type": "application/json", **(headers or {})})
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            status, payload, hdrs = resp.status, resp.read(), dict(resp.headers)
-    except urllib.error.HTTPError as e:
-        status, payload, hdrs = e.code, e.read(), dict(e.headers)
-    try:
-        parsed = json.loads(payload) if payload else None
-    except json.JSONDecodeError:
-        parsed = None
-    return status, parsed, {k.lower(): v for k, v in hdrs.items()}
-
 
 # ---------------------------------------------------------------------- timing, unit
 def test_model_time_counts_overlapping_calls_once():

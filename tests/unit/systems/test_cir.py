@@ -18,6 +18,7 @@ from preqrag.systems.cir.generator import (EXPERTISE_PROMPTS, CIRGenerator, buil
 from preqrag.core.records import Ranking
 from preqrag.systems.cir.mmr import MMRStep, jaccard, minmax, mmr_order
 from preqrag.core.contracts import LLMError
+from fakes import QueuedLLM as FakeLLM
 
 
 # ---------------------------------------------------------------- MMR, hand-computed
@@ -149,24 +150,6 @@ def test_parse_valid_and_invalid_citations():
 def test_parse_junk_falls_back(junk):
     p = parse_cir_answer(junk, 3)
     assert p.fallback is not None and p.fallback.startswith("unparsable JSON") and p.sentences == []
-
-
-class FakeLLM:
-    """Returns the queued replies in order (an LLMError item is returned in place); records prompts."""
-
-    name = "fake"
-    context_window = 4096
-
-    def __init__(self, replies):
-        self.replies = list(replies)
-        self.prompts: list[str] = []
-
-    def chat(self, messages, *, max_tokens, temperature=0.0, **options):
-        raise AssertionError("chat_many expected")
-
-    def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
-        self.prompts += [r[0]["content"] for r in requests]
-        return [self.replies.pop(0) for _ in requests]
 
 
 def _gen(replies, **cir):

@@ -17,6 +17,7 @@ from preqrag.systems.dota.generation import PROMPT, DotaGenerator, aggregate, bu
 from preqrag.systems.dota.planning import REWRITE_PROMPT, ROUTE_PROMPT, parse_typo_rewrite
 from preqrag.systems.dota.topics import TOPIC_NAMES, TOPICS
 from preqrag.core.contracts import LLMError
+from fakes import ReplyLLM as ScriptedLLM, is_route as _is_route, rewritten, vote
 
 NS = TOPIC_NAMES
 
@@ -67,35 +68,6 @@ def test_count_votes_top_two_ties_to_first_named():
     assert count_votes(votes, 2) == ["Politics", "Health"]  # 3 votes, then 2 (Health named before Religion)
     assert count_votes([["Games"]], 2) == ["Games"]
     assert count_votes([], 2) == []
-
-
-class ScriptedLLM:
-    """A fake LLM: ``reply(messages, temperature, seed)`` gives each reply; records calls."""
-
-    name = "fake"
-
-    def __init__(self, reply):
-        self.reply = reply
-        self.calls: list[dict] = []
-
-    def chat_many(self, requests, *, max_tokens, temperature=0.0, seed=None, schema=None, **options):
-        self.calls.append({"n": len(requests), "temperature": temperature, "seed": seed, "max_tokens": max_tokens,
-                           "schema": schema, **options})
-        seeds = seed if isinstance(seed, list) else [seed] * len(requests)
-        return [self.reply(m, temperature, s) for m, s in zip(requests, seeds)]
-
-
-def _is_route(messages):
-    return messages[-1]["content"].startswith("Q: ")
-
-
-def vote(*names):
-    """A structured routing vote (the JSON the schema allows)."""
-    return json.dumps({"about": "the question", "namespaces": list(names)})
-
-
-def rewritten(text):
-    return json.dumps({"rewritten": text})
 
 
 def test_router_votes_with_distinct_seeds_and_counts_them():

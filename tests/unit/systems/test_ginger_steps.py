@@ -16,38 +16,8 @@ from preqrag.systems.ginger.pairwise import PairwiseStep, pairwise_order, sym_su
 from preqrag.systems.ginger.rewriting import (ANSWER_SYSTEM, answer_max_tokens, REWRITE_SYSTEM, REWRITES_FORMAT,
                                               GingerRewriter, parse_rewrites)
 from preqrag.core.records import Ranking
-from preqrag.core.contracts import LLMError
 
-
-class ScriptedLLM:
-    """A fake LLM: ``handlers`` maps a system prompt to ``f(user_text) -> reply | LLMError``;
-    records every request."""
-
-    name = "scripted"
-    context_window = 4096
-
-    def __init__(self, handlers):
-        self.handlers = handlers
-        self.calls: list[tuple[str, str, int]] = []
-
-    def chat(self, messages, *, max_tokens, temperature=0.0, **options):
-        r = self.chat_many([messages], max_tokens=max_tokens)[0]
-        if isinstance(r, LLMError):
-            raise r
-        return r
-
-    def chat_many(self, requests, *, max_tokens, temperature=0.0, **options):
-        out = []
-        for msgs in requests:
-            system = msgs[0]["content"] if msgs[0]["role"] == "system" else ""
-            user = msgs[-1]["content"]
-            self.calls.append((system, user, max_tokens))
-            out.append(self.handlers.get(system, lambda u: "")(user))
-        return out
-
-
-def _fail(_):
-    return LLMError("server down")
+from fakes import HandlerLLM as ScriptedLLM, server_down as _fail
 
 
 def _ginger_cfg(**over):

@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion, computed by ranx."""
+"""Reciprocal rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,19 @@ from ...core.records import Ranking
 
 
 class RRFFusion:
-    """RRF: ``score(d) = sum_r 1 / (k + rank_r(d))`` (Cormack, Clarke & Büttcher, SIGIR 2009).
+    """RRF: ``score(d) = sum_r 1 / (k + rank_r(d))`` over the rankings ``r`` that hold ``d``
+    (1-based ranks; Cormack, Clarke & Büttcher, SIGIR 2009, Eq. 1).
 
-    Used by GINGER (UiS-IAI@LiveRAG) to fuse BM25 and dense results. ``k = 60`` is the
-    paper's constant. Computed with ``ranx.fuse(method="rrf")``; ties keep ranx's order.
+    Used by GINGER (UiS-IAI@LiveRAG §3.1) to fuse BM25 and dense results. ``k = 60`` is the
+    paper's constant. Ties (common: rank 3 of one list and rank 3 of another score alike) keep
+    the order in which the passages first appear, reading the rankings in the order given, so
+    the fused list is the same on every run.
+
+    Computed here rather than with ``ranx.fuse(method="rrf")``, which ranked the same on
+    scores: ranx compiles its numba kernels at the first call of every process (20-50 s
+    measured on 2 zen4 cores, more than all of a 48-question run's fusion), and its ties
+    followed an unstable sort. ranx still computes the evaluation metrics
+    (:mod:`preqrag.evaluation.retrieval`).
     """
 
     name = "rrf"
@@ -18,15 +27,13 @@ class RRFFusion:
         self.k = k
 
     def fuse(self, rankings: list[Ranking]) -> Ranking:
-        rankings = [r for r in rankings if len(r)]
-        if not rankings:
-            return Ranking()
-        if len(rankings) == 1:
-            only = rankings[0]
-            return Ranking(ids=list(only.ids), scores=[1.0 / (self.k + i + 1) for i in range(len(only))])
-        from ranx import Run, fuse
-
-        runs = [Run({"q": {pid: float(len(r) - i) for i, pid in enumerate(r.ids)}}) for r in rankings]
-        fused = fuse(runs=runs, method="rrf", params={"k": self.k}).to_dict()["q"]
-        ordered = sorted(fused.items(), key=lambda kv: -kv[1])
-        return Ranking(ids=[p for p, _ in ordered], scores=[float(s) for _, s in ordered])
+        """One ranking per input list of the same query, best first; scores are the RRF sums
+        (floats in ``(0, n / (k + 1)]`` for ``n`` lists). Empty lists are skipped; no list: an
+        empty ranking."""
+        scores: dict[str, float] = {}
+        for r in rankings:
+            for rank, pid in enumerate(r.ids, 1):
+                scores[pid] = scores.get(pid, 0.0) + 1.0 / (self.k + rank)
+        first = {pid: i for i, pid in enumerate(scores)}  # dicts keep insertion order: first appearance
+        ordered = sorted(scores, key=lambda pid: (-scores[pid], first[pid]))
+        return Ranking(ids=ordered, scores=[scores[pid] for pid in ordered])
