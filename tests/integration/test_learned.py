@@ -50,10 +50,8 @@ def sparse_index(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def smoke_questions():
-    qs, bad = read_questions(bench_file(SMOKE))
-    assert not bad
-    return qs
+def smoke_questions(smoke):
+    return smoke  # conftest's, read once per session
 
 
 @pytest.fixture(scope="module")
