@@ -108,6 +108,25 @@ class PromptRecorder:
         return [self.reply for _ in requests]
 
 
+def chat_completion(model: str, content: str) -> bytes:
+    """The JSON body of an OpenAI chat-completions reply whose one choice says ``content``."""
+    return json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": model,
+                       "choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": content}}],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+
+
+def send_json(handler, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+    """Answer a ``BaseHTTPRequestHandler`` request with ``status``, ``headers`` and a JSON ``body``."""
+    handler.send_response(status)
+    for k, v in (headers or {}).items():
+        handler.send_header(k, v)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 def http(method: str, url: str, body=None, *, raw: bytes | None = None, headers: dict | None = None,
          timeout: float = 900.0) -> tuple[int, dict | None, dict]:
     """(status, JSON body or None, headers) of one request; HTTP errors are returned, not raised."""

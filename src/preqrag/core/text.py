@@ -105,6 +105,16 @@ def content_words(text: str, stem: bool = True) -> set[str]:
     return set(_STEMMER.stemWords(words))
 
 
+def word_support(text: str, source: str) -> float | None:
+    """Share of ``text``'s :func:`content_words` (stems) that occur in ``source``'s, in ``[0, 1]``;
+    None when ``text`` has no content word. How much of a rewritten sentence (a GINGER summary, a
+    CIR paraphrase) the text it rewrites supports: a paraphrase keeps most words."""
+    words = content_words(text)
+    if not words:
+        return None
+    return len(words & content_words(source)) / len(words)
+
+
 def token_counter(llm):
     """The LLM's own token counter (``count_tokens``) when it has one, else
     :func:`approx_tokens` (conservative: 3 characters per token)."""

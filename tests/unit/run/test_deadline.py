@@ -20,6 +20,8 @@ from preqrag.run.deadline import (DeadlineController, ExtractiveGenerator, deadl
 from preqrag.models.llm.openai_backend import OpenAICompatibleLLM, retry_after_seconds
 from preqrag.core.contracts import LLMError
 
+from fakes import chat_completion, send_json
+
 NOW = datetime(2026, 11, 22, 8, 0, 0, tzinfo=timezone.utc)
 
 
@@ -181,19 +183,10 @@ class _RateLimited(BaseHTTPRequestHandler):
             type(self).seen.append(time.monotonic())
             limited = len(self.seen) <= self.limited
         if limited:
-            body = json.dumps({"error": {"message": "slow down", "type": "rate_limit"}}).encode()
-            self.send_response(429)
-            self.send_header("Retry-After", self.retry_after)
+            send_json(self, 429, json.dumps({"error": {"message": "slow down", "type": "rate_limit"}}).encode(),
+                      {"Retry-After": self.retry_after})
         else:
-            body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": req["model"],
-                               "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                   "role": "assistant", "content": "ok " + req["messages"][-1]["content"]}}],
-                               "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-            self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+            send_json(self, 200, chat_completion(req["model"], "ok " + req["messages"][-1]["content"]))
 
     def log_message(self, *args):
         pass

@@ -17,7 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import _free_port
-from fakes import http
+from fakes import chat_completion, http, send_json
 
 
 # ---------------------------------------------------------------------- helpers
@@ -61,16 +61,7 @@ class _FakeOpenAI(BaseHTTPRequestHandler):
         type(self).connections.add(self.client_address)
         n = int(self.headers.get("Content-Length", 0))
         req = json.loads(self.rfile.read(n))
-        content = "echo: " + req["messages"][-1]["content"]
-        body = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": req["model"],
-                           "choices": [{"index": 0, "finish_reason": "stop",
-                                        "message": {"role": "assistant", "content": content}}],
-                           "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        send_json(self, 200, chat_completion(req["model"], "echo: " + req["messages"][-1]["content"]))
 
     def log_message(self, *args):
         pass

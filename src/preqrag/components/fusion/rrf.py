@@ -15,9 +15,9 @@ class RRFFusion:
     the fused list is the same on every run.
 
     Computed here rather than with ``ranx.fuse(method="rrf")``, which ranked the same on
-    scores: ranx compiles its numba kernels at the first call of every process (20-50 s
-    measured on 2 zen4 cores, more than all of a 48-question run's fusion), and its ties
-    followed an unstable sort. ranx still computes the evaluation metrics
+    scores: ranx compiles its numba kernels at the first call of every process (48 s measured
+    on 2 zen4 cores in a fresh process with a benchmark running beside it, 8 ms a call after;
+    more than all of a 48-question run's fusion), and its ties followed an unstable sort. ranx still computes the evaluation metrics
     (:mod:`preqrag.evaluation.retrieval`).
     """
 
@@ -34,6 +34,6 @@ class RRFFusion:
         for r in rankings:
             for rank, pid in enumerate(r.ids, 1):
                 scores[pid] = scores.get(pid, 0.0) + 1.0 / (self.k + rank)
-        first = {pid: i for i, pid in enumerate(scores)}  # dicts keep insertion order: first appearance
-        ordered = sorted(scores, key=lambda pid: (-scores[pid], first[pid]))
+        # the dict holds the passages in order of first appearance, and sorted() is stable
+        ordered = sorted(scores, key=lambda pid: -scores[pid])
         return Ranking(ids=ordered, scores=[scores[pid] for pid in ordered])

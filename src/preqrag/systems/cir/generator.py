@@ -34,7 +34,7 @@ from ...components.generation import Generated, fit_prompt, truncate_words
 from ...models.llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
 from ...components.selection import select_batch
 from ...core.contracts import LLM, LLMError
-from ...core.text import content_words, llm_window, split_sentences, token_counter
+from ...core.text import llm_window, split_sentences, token_counter, word_support
 from .settings import CIRConfig
 
 
@@ -535,8 +535,8 @@ class CIRGenerator:
             if isinstance(reply, str):
                 first_sentence = split_sentences(_PARAPHRASE_LABEL.sub("", reply.strip()).strip("\"'“”` "))
                 new = first_sentence[0] if first_sentence else ""
-            words = content_words(new)
-            ok = bool(words) and len(words & content_words(old)) >= PARAPHRASE_MIN_SUPPORT * len(words)
+            support = word_support(new, old)
+            ok = support is not None and support >= PARAPHRASE_MIN_SUPPORT
             done.setdefault(i, [0, 0])[0 if ok else 1] += 1
             if ok:
                 drafts[i][0][j] = (new, ids)

@@ -43,7 +43,7 @@ from .settings import GingerConfig
 from ...components.generation import CHAT_TEMPLATE_MARGIN, Generated
 from ...core.records import ClusterRecord, FluencyRecord, GenerationDetails, NuggetRecord, SummaryRecord
 from ...core.contracts import LLM, LLMError
-from ...core.text import cap_tokens, content_words, llm_window, split_sentences, token_counter
+from ...core.text import cap_tokens, content_words, llm_window, split_sentences, token_counter, word_support
 from .clustering import cluster_nuggets, embed_texts
 from ...models.llm.structured import chat_grouped
 from .nuggets import (MAX_NUGGETS_PER_PASSAGE, MAX_NUMBERED, NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER,
@@ -421,8 +421,8 @@ class GingerGenerator:
         sentence = sents[0]
         if len(sentence.split()) > SUMMARY_MAX_WORDS:
             return fallback, "too long"
-        words = content_words(sentence)
-        if len(words & content_words(cluster.text)) < SUMMARY_MIN_SUPPORT * len(words):
+        support = word_support(sentence, cluster.text)
+        if support is not None and support < SUMMARY_MIN_SUPPORT:
             return fallback, "unsupported"
         return sentence, None
 
