@@ -47,7 +47,8 @@ __all__ = ["PLACEHOLDERS", "RowIds", "add_dev_sample_args", "command", "config_s
 
 def machine() -> dict:
     """CPU model, core count, RAM (GiB), OS and Python of this machine; ``simd``: the widest x86
-    vector extension the CPU reports (machines named alike differ: timings carry it)."""
+    vector extension the CPU reports, with ``+ AMX`` where it advertises AMX tiles (machines named alike
+    differ, and llama.cpp's prefill by 3-4x between them: timings carry it)."""
     cpu = platform.processor() or platform.machine()
     simd = None
     try:
@@ -59,6 +60,8 @@ def machine() -> dict:
                     flags = set(line.split(":", 1)[1].split())
                     simd = next((x for x in ("avx512f", "avx2", "avx", "sse4_2") if x in flags), "none")
                     simd = {"avx512f": "AVX-512"}.get(simd, simd.upper())
+                    if "amx_tile" in flags:
+                        simd += " + AMX"
     except OSError:
         pass
     ram = None
