@@ -5,6 +5,8 @@ questions of ``--questions`` (a file with reference ``answer``s) with a configur
 ``pipeline = "NAME"``; then, per row:
 
 * ``answer_token_f1``: SQuAD token F1 against the reference answers (bench/presets.py);
+* ``answer_token_precision`` / ``answer_token_recall``: the two halves of that F1 (mean over
+  answers), and ``answer_words``: the answers' mean length in words (a short answer loses recall);
 * ``answer_rougeL``: ROUGE-L F-measure against them (``rouge_score``, stemmed, as bench/presets.py);
 * ``degenerate_share``: answers :func:`preqrag.components.answering.degenerate` flags;
 * ``copied_sentence_share``: answer sentences (:func:`preqrag.core.text.split_sentences`) holding
@@ -36,14 +38,15 @@ import time
 from pathlib import Path
 
 from harness import command, describe, machine, merge_rows, placeholders, read_rows, utc_now, write_json
-from presets import token_f1
+from presets import token_prf
 
 from preqrag.components.answering import copied_sentences, degenerate
 from preqrag.core.io import atomic_write_text
 from preqrag.core.text import split_sentences
 
 
-NOTE = ("Token F1 and ROUGE-L against the reference answers; copied: answer sentences holding 12 consecutive words "
+NOTE = ("Token F1 (with its precision and recall) and ROUGE-L against the reference answers; words: mean answer "
+        "length; copied: answer sentences holding 12 consecutive words "
         "of a passage; cited: of the sentences a citing generator reports (cir, ginger), the share citing a passage. "
         "LLM calls: batched calls (one call decodes many requests together), per question. Seconds: wall time of "
         "`preqrag run` (model loading included) per answered question; the row's command is the `preqrag run` "
@@ -95,8 +98,12 @@ def score(out: Path, questions: str) -> dict:
 
     scorer = rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True)
     rouge = sum(scorer.score(refs[str(a["id"])], a["answer"])["rougeL"].fmeasure for a in answers) / n
+    prf = [token_prf(a["answer"], refs[str(a["id"])]) for a in answers]
     return {"answered": len(answers), "failed": stats["failed"],
-            "answer_token_f1": round(sum(token_f1(a["answer"], refs[str(a["id"])]) for a in answers) / n, 4),
+            "answer_token_f1": round(sum(x[2] for x in prf) / n, 4),
+            "answer_token_precision": round(sum(x[0] for x in prf) / n, 4),
+            "answer_token_recall": round(sum(x[1] for x in prf) / n, 4),
+            "answer_words": round(sum(len(a["answer"].split()) for a in answers) / n, 1),
             "answer_rougeL": round(rouge, 4),
             "degenerate_share": round(sum(degenerate(a["answer"]) is not None for a in answers) / n, 4),
             "copied_sentence_share": round(n_copied / max(n_sent, 1), 4),

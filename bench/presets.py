@@ -64,15 +64,21 @@ def normalize_answer(text: str) -> list[str]:
     return text.split()
 
 
-def token_f1(prediction: str, reference: str) -> float:
-    """SQuAD token F1 between two answers (bag-of-tokens overlap)."""
+def token_prf(prediction: str, reference: str) -> tuple[float, float, float]:
+    """SQuAD token precision, recall and F1 between two answers (bag-of-tokens overlap of
+    :func:`normalize_answer`'s tokens); ``(0, 0, 0)`` when either is empty or nothing is shared."""
     p, r = normalize_answer(prediction), normalize_answer(reference)
     common = Counter(p) & Counter(r)
     same = sum(common.values())
     if not p or not r or same == 0:
-        return 0.0
+        return 0.0, 0.0, 0.0
     precision, recall = same / len(p), same / len(r)
-    return 2 * precision * recall / (precision + recall)
+    return precision, recall, 2 * precision * recall / (precision + recall)
+
+
+def token_f1(prediction: str, reference: str) -> float:
+    """SQuAD token F1 between two answers (bag-of-tokens overlap; :func:`token_prf`)."""
+    return token_prf(prediction, reference)[2]
 
 
 def recorded_config(cfg) -> dict:

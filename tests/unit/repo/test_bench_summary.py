@@ -56,3 +56,21 @@ def test_docs_presets_tables_match_the_bench_json():
     text = (root / "docs" / "presets.md").read_text(encoding="utf-8")
     block = text.split(mod.BEGIN, 1)[1].split(mod.END, 1)[0]
     assert block.strip() == "\n".join(mod.summary(rows)).strip(), "run: python bench/presets_summary.py"
+
+
+def test_token_prf_is_squad_precision_recall_and_f1():
+    """bench/presets.token_prf: SQuAD normalisation (case, punctuation, articles) and bag-of-tokens
+    overlap; a short answer keeps its precision and loses recall (what preset_answers' columns show)."""
+    import sys
+
+    sys.path.insert(0, str(BENCH))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_presets_prf", BENCH / "presets.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+    finally:
+        sys.path.remove(str(BENCH))
+    p, r, f = mod.token_prf("The bridge opened in 1890.", "the Forth Bridge opened in 1890 in Scotland")
+    assert (p, r) == (1.0, 4 / 7) and abs(f - 2 * (4 / 7) / (1 + 4 / 7)) < 1e-12
+    assert mod.token_prf("", "anything") == (0.0, 0.0, 0.0) and mod.token_prf("x y", "z") == (0.0, 0.0, 0.0)
+    assert mod.token_f1("The bridge opened in 1890.", "the Forth Bridge opened in 1890 in Scotland") == f
