@@ -156,6 +156,12 @@ class Rewriter(Protocol):
 
     def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]: ...
 
+    def retriever(self, retriever: Retriever) -> Retriever:
+        """The retriever the pipeline searches this rewriter's plans with: ``retriever`` itself,
+        or a wrapper applying the rewriter's own policy on the filters its plans carry (DoTA-RAG's
+        routed namespaces: :class:`preqrag.systems.dota.search.UnfilteredFallback`)."""
+        ...
+
 
 @runtime_checkable
 class Encoder(Protocol):
@@ -189,8 +195,10 @@ class Retriever(Protocol):
     * ``filters``: ``None`` (nothing filtered) or ``n`` :data:`Filters`, one per query.
 
     Returns ``n`` :class:`~preqrag.core.records.Ranking` (best first; fewer than ``k`` ids when
-    fewer passages match). Raises :class:`FilterUnsupported` when a non-empty filter names a
-    field the backend's index does not hold.
+    fewer passages match); a ranking's ``fallback`` (``""``: none) says what the retriever fell
+    back on for its query, and the pipeline adds it to the plan's fallbacks. Raises
+    :class:`FilterUnsupported` when a non-empty filter names a field the backend's index does
+    not hold.
     """
 
     name: str

@@ -158,7 +158,8 @@ class Pipeline:
         self.generator = generator
         self.llm = llm
         self.ctx = ctx if ctx is not None else Context(cfg, index, llm)
-        self.retrievers = retrievers_of(cfg, index, self.ctx)
+        self.retrievers = [(key, rewriter.retriever(r), k, field)  # searched as the plans' rewriter says
+                           for key, r, k, field in retrievers_of(cfg, index, self.ctx)]
         self.rerank_names: list[str] | None = None  # registry names of rerank_chain's steps (None: unknown)
         self.merge = merge if merge is not None else build("merge", "interleave", self.ctx)
         if learned_models is None:
@@ -359,9 +360,9 @@ class Pipeline:
     def _search(self, plans: list[QueryPlan], slots: list[tuple[int, int]],
                 seconds: dict[str, float]) -> dict[str, list[list[Ranking]]]:
         """Step 2: per retriever (trace key), per slot ``(question, sub-query)``, its rankings:
-        the primary query's, then each ``extra`` query's. A filter that leaves no passage (e.g.
-        DoTA's routed namespaces hold none of this index's passages) is searched again without
-        it, and the plan records that."""
+        the primary query's, then each ``extra`` query's. What a retriever fell back on for a query
+        (``Ranking.fallback``, e.g. DoTA's search without a filter that left no passage) is added
+        to the plan's fallbacks, once, as ``"<trace key>: <fallback>"``."""
         lists: dict[str, list[list[Ranking]]] = {}
         for key, retriever, k, field in self.retrievers:  # field: which sub-query text it gets
             queries: list[str] = []
@@ -374,18 +375,12 @@ class Pipeline:
                     filters.append(sq.filters)
                     owner.append(j)
             found = _run_stage(key, lambda: retriever.search(queries, k, filters if any(filters) else None), seconds)
-            empty = [i for i, (r, f) in enumerate(zip(found, filters)) if f and not r.ids]
-            if empty:
-                redo = _run_stage(key, lambda: retriever.search([queries[i] for i in empty], k), seconds)
-                for i, r in zip(empty, redo):
-                    found[i] = r
-                    plan = plans[slots[owner[i]][0]]
-                    note = f"{key}: no passage matches filters {filters[i]}; searched without them"
-                    if note not in plan.fallbacks:
-                        plan.fallbacks.append(note)
             per_slot: list[list[Ranking]] = [[] for _ in slots]
             for j, r in zip(owner, found):
                 per_slot[j].append(r)
+                plan = plans[slots[j][0]]
+                if r.fallback and f"{key}: {r.fallback}" not in plan.fallbacks:
+                    plan.fallbacks.append(f"{key}: {r.fallback}")
             lists[key] = per_slot
         return lists
 
