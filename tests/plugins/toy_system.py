@@ -26,6 +26,7 @@ class WordRetriever:
     """Passages that contain the query's longest word (case-insensitive), in index order."""
 
     name = "toy-word"
+    learned_models = ()  # no model trained on the user's questions
 
     def __init__(self, index, min_word: int):
         self.index, self.min_word = index, min_word

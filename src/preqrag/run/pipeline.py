@@ -141,14 +141,15 @@ class Pipeline:
         merge: the merge slot (:class:`~preqrag.core.contracts.Merger`; default ``interleave``).
         ctx: the builders' :class:`~preqrag.components.registry.Context` (its model pool is shared by
             :meth:`derive`); default: a new one over ``index``, ``cfg`` and ``llm``.
-        learned_models: identities of the trained models the components use (recorded in
-            every trace); default: from ``cfg`` and ``merge`` (:func:`preqrag.learned.guard.learned_models`).
+
+    ``learned_models`` (recorded in every trace): the identities of the models trained on the
+    user's questions that the merge slot and the retrievers declare (their ``learned_models``), in
+    that order, each once.
     """
 
     def __init__(self, index, cfg: PipelineConfig, classifier: Classifier, rewriter: Rewriter,
                  fusion: Fusion, rerank_chain: list[RerankStep], generator: Generator,
-                 llm: LLM | None = None, merge: Merger | None = None, *, ctx: Context | None = None,
-                 learned_models: list[dict[str, str]] | None = None):
+                 llm: LLM | None = None, merge: Merger | None = None, *, ctx: Context | None = None):
         self.index = index
         self.cfg = cfg
         self.classifier = classifier
@@ -162,11 +163,9 @@ class Pipeline:
                            for key, r, k, field in retrievers_of(cfg, index, self.ctx)]
         self.rerank_names: list[str] | None = None  # registry names of rerank_chain's steps (None: unknown)
         self.merge = merge if merge is not None else build("merge", "interleave", self.ctx)
-        if learned_models is None:
-            from ..learned.guard import learned_models as identities
-
-            learned_models = identities(cfg, self.merge)
-        self.learned_models = learned_models  # recorded in traces (preqrag.learned.guard)
+        self.learned_models: list[dict[str, str]] = []  # recorded in traces (preqrag.learned.guard)
+        for component in (self.merge, *(r for _, r, _, _ in self.retrievers)):
+            self.learned_models += [m for m in component.learned_models if m not in self.learned_models]
 
     @classmethod
     def from_config(cls, index_dir: str | Path | None, cfg: PipelineConfig, llm: LLM | None = None) -> "Pipeline":

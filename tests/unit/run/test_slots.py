@@ -18,6 +18,7 @@ class FakeRetriever:
     """Returns, for query ``q``, the passages ``<prefix>:<q>:1..3``; records its calls."""
 
     name = "fake"
+    learned_models = ()
 
     def __init__(self, prefix: str):
         self.prefix = prefix
@@ -146,6 +147,30 @@ def test_a_filter_that_leaves_no_passage_is_searched_without_it_and_noted_in_the
         "dense: no passage matches filters {'topic': ['Cooking']}; searched without them"]
     assert t_multi.fallbacks == [] and len(sparse.calls) == 2
     assert "fallback" not in t_single.rankings["sparse"][0].model_dump()  # never in the trace's JSON
+
+
+def test_traces_record_the_trained_models_the_merge_and_the_retrievers_declare():
+    """``Trace.learned_models``: the merge slot's, then each retriever's (through the rewriter's
+    wrapper), each model once; none with the default components."""
+    from preqrag.components.fusion import InterleaveMerge
+
+    ranker = {"kind": "ranker", "path": "/m/ranker.json", "sha256": "r"}
+    encoder = {"kind": "encoder", "path": "/m/enc", "sha256": "e"}
+
+    class RankerMerge(InterleaveMerge):
+        learned_models = (ranker,)
+
+    cfg = load_config(None)
+    plain, _, _ = _pipeline(ReverseStep())
+    assert plain.learned_models == [] and plain.retrieve([Question(id=1, question="q")])[0].learned_models == []
+    sparse, dense = FakeRetriever("bm25"), NoPassageIn("dense")
+    sparse.learned_models = dense.learned_models = (encoder,)  # one model behind both: recorded once
+    index = SimpleNamespace(sparse=sparse, dense=dense, encoder=None, text=lambda pid: f"text of {pid}")
+    p = Pipeline(index, cfg, FakeClassifier(), RoutingRewriter(), UnionFusion(), [], generator=None,
+                 merge=RankerMerge())
+    assert p.learned_models == [ranker, encoder]
+    (t,) = p.retrieve([Question(id=1, question="a and b")])
+    assert t.learned_models == [ranker, encoder]
 
 
 def test_a_failing_question_is_isolated_and_named():

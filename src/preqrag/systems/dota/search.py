@@ -19,7 +19,7 @@ class UnfilteredFallback:
     and filtered ones that found passages, get ``retriever``'s rankings unchanged.
 
     Args:
-        retriever: the retriever to search with (its ``name`` is this one's).
+        retriever: the retriever to search with (its ``name`` and ``learned_models`` are this one's).
     """
 
     def __init__(self, retriever: Retriever):
@@ -29,6 +29,11 @@ class UnfilteredFallback:
     def name(self) -> str:
         """``retriever``'s."""
         return self.retriever.name
+
+    @property
+    def learned_models(self) -> Sequence[dict[str, str]]:
+        """``retriever``'s."""
+        return self.retriever.learned_models
 
     def search(self, queries: list[str], k: int, filters: Sequence[Filters] | None = None) -> list[Ranking]:
         """``retriever.search(queries, k, filters)``, each filtered query that found nothing searched
