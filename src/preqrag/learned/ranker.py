@@ -286,7 +286,7 @@ class LearnedMerge:
         return out
 
 
-@register("merge", "learned", reads=("merge",))
+@register("merge", "learned")
 def _learned(ctx: Context) -> LearnedMerge:
     """Candidate documents ranked by a LightGBM LambdaMART model (``merge.model``)."""
     return LearnedMerge(ctx.cfg.merge.model)

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..components.candidates import has_candidates, read_candidates
 from ..components.citations import numbers_to_ids
-from ..components.registry import Context, build, lookup, tables_of
+from ..components.registry import Context, build, tables_of
 from ..core.config import PipelineConfig, renamed_tables
 from ..core.records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
                       Ranking, StageBatch, SubQuery, Trace)
@@ -195,9 +195,10 @@ class Pipeline:
     def derive(self, overrides: dict, *, generator: Generator | None = None) -> "Pipeline":
         """A pipeline with some settings changed that shares this one's loaded models.
 
-        Each component is rebuilt when a configuration table it reads (its registration's
-        ``reads``, :func:`preqrag.components.registry.register`) or its name changed, and reused
-        otherwise; rebuilt components get their models from the same model pool
+        Each component is rebuilt when a configuration table its builder read (recorded when it
+        was built, :func:`preqrag.components.registry.build`) or its name changed, and reused
+        otherwise (a component given to the constructor rather than built has no record: it is
+        rebuilt); rebuilt components get their models from the same model pool
         (:meth:`preqrag.components.registry.Context.shared`), so a cross-encoder step re-made with a new
         ``cross_encoder.depth`` scores with the already loaded cross-encoder. The index (retrievers,
         embedder) is shared; the LLM too, unless ``[llm]`` changed. Used by
@@ -223,13 +224,18 @@ class Pipeline:
         llm = self.llm if cfg.llm == self.cfg.llm else None
         ctx = Context(cfg, self.index, llm, pool=self.ctx.pool)
 
-        def same(slot: str, old_name: str, new_name: str) -> bool:
-            reads = lookup(slot, new_name).reads
-            return old_name == new_name and tables_of(cfg, reads) == tables_of(self.cfg, reads)
+        def kept(slot: str, old_name: str, new_name: str) -> bool:
+            """Whether the component ``old_name`` is reused as ``new_name``; if so, the new context
+            keeps its record (for a pipeline derived from this one)."""
+            reads = self.ctx.reads.get((slot, old_name))
+            if old_name != new_name or reads is None or tables_of(cfg, reads) != tables_of(self.cfg, reads):
+                return False
+            ctx.reads[(slot, new_name)] = reads
+            return True
 
         def keep_or_build(slot: str, current):
             old, new = getattr(self.cfg, slot).name, getattr(cfg, slot).name
-            return current if same(slot, old, new) else build(slot, new, ctx)
+            return current if kept(slot, old, new) else build(slot, new, ctx)
 
         classifier = keep_or_build("classifier", self.classifier)
         rewriter = keep_or_build("rewriter", self.rewriter)
@@ -238,7 +244,7 @@ class Pipeline:
         if generator is None:
             generator = keep_or_build("generator", self.generator)
         named = list(zip(self.rerank_names, self.rerank_chain)) if self.rerank_names is not None else None
-        chain = _named_chain(ctx, named, lambda name: same("rerank", name, name))
+        chain = _named_chain(ctx, named, lambda name: kept("rerank", name, name))
         pipe = type(self)(self.index, cfg, classifier, rewriter, fusion, [s for _, s in chain], generator, ctx.llm,
                           merge=merge, ctx=ctx)
         pipe.rerank_names = [n for n, _ in chain]

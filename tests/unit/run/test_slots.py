@@ -173,6 +173,33 @@ def test_traces_record_the_trained_models_the_merge_and_the_retrievers_declare()
     assert t.learned_models == [ranker, encoder]
 
 
+def test_derive_rebuilds_a_component_when_a_table_its_builder_read_changed():
+    """The record of what each builder read (:func:`preqrag.components.registry.build`) decides what
+    ``derive`` rebuilds, and a derived pipeline keeps the records of what it reused."""
+    from preqrag.components.registry import Context, build
+
+    sparse, dense = FakeRetriever("bm25"), FakeRetriever("dense")
+    index = SimpleNamespace(sparse=sparse, dense=dense, encoder=None, text=lambda pid: f"text of {pid}")
+    cfg = load_config(None, {"classifier": {"name": "rules"}, "rewriter": {"name": "none"},
+                             "fusion": {"name": "rrf"}, "generator": {"name": "extractive"}, "rerank": {"chain": []}})
+    ctx = Context(cfg, index)
+    parts = {slot: build(slot, getattr(cfg, slot).name, ctx)
+             for slot in ("classifier", "rewriter", "fusion", "generator", "merge")}
+    base = Pipeline(index, cfg, parts["classifier"], parts["rewriter"], parts["fusion"], [], parts["generator"],
+                    merge=parts["merge"], ctx=ctx)
+    base.rerank_names = []
+    d = base.derive({"fusion": {"rrf_k": 30}})
+    assert d.fusion is not base.fusion and d.fusion.k == 30
+    assert (d.classifier, d.rewriter, d.generator, d.merge) == (base.classifier, base.rewriter, base.generator,
+                                                                base.merge)
+    d2 = d.derive({"deadline": {"extractive_sentences": 1}})  # the extractive generator reads [deadline]
+    assert d2.generator is not d.generator and d2.fusion is d.fusion and d2.merge is base.merge
+    assert d2.derive({"merge": {"model": "unused.json"}}).merge is base.merge  # interleave reads no setting
+    hand_made = Pipeline(index, cfg, parts["classifier"], parts["rewriter"], parts["fusion"], [], parts["generator"],
+                         merge=parts["merge"])
+    assert hand_made.derive({}).fusion is not parts["fusion"]  # no record of what it read: rebuilt
+
+
 def test_a_failing_question_is_isolated_and_named():
     p, sparse, _ = _pipeline(ReverseStep(fail_on="bad"))
     outcomes = p.prepare([Question(id=1, question="good"), Question(id=2, question="bad"),
