@@ -26,6 +26,7 @@ class WordRetriever:
     """Passages that contain the query's longest word (case-insensitive), in index order."""
 
     name = "toy-word"
+    learned_models = ()  # no model trained on the user's questions
 
     def __init__(self, index, min_word: int):
         self.index, self.min_word = index, min_word
@@ -78,7 +79,7 @@ register_preset("toy", {"rewriter": {"name": "none"}, "retrieval": {"extra": ["t
                         "rerank": {"chain": ["cross-encoder", "toy-shortest"]}, "generator": {"name": "toy-echo"}})
 
 
-@register("retriever", "toy-word", reads=("toy",))
+@register("retriever", "toy-word")
 def _retriever(ctx: Context) -> WordRetriever:
     return WordRetriever(ctx.index, ctx.cfg.toy.min_word)
 
@@ -88,6 +89,6 @@ def _rerank(ctx: Context) -> ShortestFirst:
     return ShortestFirst()
 
 
-@register("generator", "toy-echo", reads=("toy",))
+@register("generator", "toy-echo")
 def _generator(ctx: Context) -> EchoGenerator:
     return EchoGenerator(ctx.cfg.toy)

@@ -284,8 +284,6 @@ def _attributor(pipeline):
 def _run_deadline(output: Path, deadline: str | None, now):
     """``preqrag run --deadline``: the run's :class:`~preqrag.run.deadline.Deadline` (or None), kept
     in the output's sidecar; a bad value exits 2; a passed one is announced."""
-    from datetime import datetime, timezone
-
     from ..run.deadline import resolve_deadline
 
     try:
@@ -295,7 +293,7 @@ def _run_deadline(output: Path, deadline: str | None, now):
         raise typer.Exit(2)
     if note:
         err.print(note)
-    if due is not None and due.at <= datetime.now(timezone.utc):
+    if due is not None and due.passed():
         err.print(f"[yellow]the deadline {due.at.isoformat(timespec='seconds')} has passed:[/yellow] "
                   "every remaining question is answered extractively (no LLM)")
     return due
@@ -307,8 +305,7 @@ def _ray_executor(index_dir, cfg, workers: int, address, cpus_per_worker, due):
     from ..run.distributed import RayExecutor
 
     _require_models(cfg)
-    executor = RayExecutor(index_dir, cfg, workers, address=address, cpus_per_worker=cpus_per_worker,
-                           deadline_ts=due.at.timestamp() if due is not None else None)
+    executor = RayExecutor(index_dir, cfg, workers, address=address, cpus_per_worker=cpus_per_worker, deadline=due)
     try:
         executor.__enter__()  # every actor has loaded its pipeline, or the error is here
     except ImportError as e:

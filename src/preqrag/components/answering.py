@@ -225,7 +225,7 @@ def answer_options(cfg: GeneratorConfig) -> dict:
     return {k: v for k, v in out.items() if v is not None}
 
 
-@register("generator", "extractive", reads=("generator", "deadline"))
+@register("generator", "extractive")
 def _extractive(ctx: Context) -> ExtractiveGenerator:
     """No LLM: passage 1's sentences closest to the question (the deadline's last level)."""
     return ExtractiveGenerator(ctx.cfg.deadline.extractive_sentences, ctx.cfg.generator.max_words)

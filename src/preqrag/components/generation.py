@@ -246,7 +246,7 @@ class LLMGenerator:
                 and not restates_question(e, q)}
 
 
-@register("generator", "preqrag", reads=("generator", "llm", "cross_encoder"))
+@register("generator", "preqrag")
 def _preqrag(ctx: Context) -> LLMGenerator:
     """The PreQRAG generator; with ``context_tokens`` and a ``sentence_scorer`` other than
     ``words``, the pipeline's shared cross-encoder chooses the sentences.

@@ -5,15 +5,19 @@ Every component (built-in or a user's) is registered next to its code with
 
     register_table("echo", EchoSettings)         # preqrag.core.config: the [echo] table
 
-    @register("generator", "echo", reads=("echo",))
+    @register("generator", "echo")
     def build_echo(ctx: Context) -> Generator:
         return EchoGenerator(ctx.cfg.echo)
 
 * ``slot``: one of :data:`SLOTS` (the configuration field that names it is :data:`FIELDS`);
-* ``name``: the value that selects it in that field;
-* ``reads``: the configuration tables the component's settings come from (besides the
-  shared models): :meth:`preqrag.run.pipeline.Pipeline.derive` rebuilds the component when one of
-  them changed, and reuses it otherwise;
+* ``name``: the value that selects it in that field.
+
+The configuration tables a component's settings come from are those its builder reads:
+:func:`build` hands the builder a :class:`SettingsView` of ``ctx.cfg`` that records every table
+read through it and refuses reads once the builder has returned (a setting read later would
+escape the record), and keeps them in :attr:`Context.reads`.
+:meth:`preqrag.run.pipeline.Pipeline.derive` rebuilds a component when one of them changed, and
+reuses it otherwise; no list of tables is kept by hand.
 
 A system's settings tables are registered once per table with
 :func:`preqrag.core.config.register_table` (several of its components read one table), and its
@@ -37,7 +41,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.config import RENAMED_TABLES, SYSTEMS, PipelineConfig, import_once
+from ..core.config import SYSTEMS, PipelineConfig, import_once
 
 SLOTS: tuple[str, ...] = ("classifier", "rewriter", "retriever", "fusion", "rerank", "merge", "generator")
 """The pipeline's slots that components fill (:mod:`preqrag.run.pipeline`, in order)."""
@@ -60,58 +64,44 @@ extractive generators, the learned merge) and the systems' packages
 
 @dataclass(frozen=True)
 class Registration:
-    """One registered component: its ``slot``, ``name``, ``build(ctx)`` function, the
-    configuration tables it ``reads`` and the ``module`` that registered it."""
+    """One registered component: its ``slot``, ``name``, ``build(ctx)`` function and the
+    ``module`` that registered it."""
 
     slot: str
     name: str
     build: Callable[["Context"], Any]
-    reads: tuple[str, ...]
     module: str
 
 
 _REGISTRY: dict[str, dict[str, Registration]] = {slot: {} for slot in SLOTS}
 
 
-def register(slot: str, name: str, *, reads: tuple[str, ...] = ()) -> Callable:
+def register(slot: str, name: str, *, reads: tuple[str, ...] | None = None) -> Callable:
     """Decorator registering ``build(ctx)`` as component ``name`` of ``slot``.
 
     Args:
         slot: one of :data:`SLOTS`.
         name: the name that selects it in the slot's configuration field (:data:`FIELDS`).
-        reads: configuration tables its settings come from (see the module docstring).
+        reads: no longer used (a warning): the tables a builder reads are recorded when it
+            builds (see the module docstring).
 
     Raises:
         ValueError: unknown slot; ``name`` already registered in ``slot`` by another module.
     """
     if slot not in _REGISTRY:
         raise ValueError(f"register: unknown slot {slot!r}; slots: {', '.join(SLOTS)}")
-    reads = _renamed_reads(slot, name, reads)
+    if reads is not None:  # FutureWarning: shown by default (as preqrag.core.config.renamed_tables')
+        warnings.warn(f"register({slot!r}, {name!r}): reads is no longer used (the tables a builder reads are "
+                      "recorded when it builds) and will be removed; drop it", FutureWarning, stacklevel=2)
 
     def decorator(fn: Callable[["Context"], Any]) -> Callable[["Context"], Any]:
         old = _REGISTRY[slot].get(name)
         if old is not None and old.module != fn.__module__:
             raise ValueError(f"register: {slot} {name!r} is already registered by {old.module}")
-        _REGISTRY[slot][name] = Registration(slot, name, fn, tuple(reads), fn.__module__)
+        _REGISTRY[slot][name] = Registration(slot, name, fn, fn.__module__)
         return fn
 
     return decorator
-
-
-def _renamed_reads(slot: str, name: str, reads) -> tuple[str, ...]:
-    """``reads`` with the old table names of :data:`preqrag.core.config.RENAMED_TABLES` replaced (a
-    warning each): a component registered before a rename would otherwise compare a table that no
-    configuration has, and :meth:`preqrag.run.pipeline.Pipeline.derive` would never rebuild it."""
-    out = []
-    for table in reads:
-        if table in RENAMED_TABLES:
-            new = RENAMED_TABLES[table]
-            # FutureWarning: shown by default (see preqrag.core.config.renamed_tables)
-            warnings.warn(f"register({slot!r}, {name!r}): reads [{table}], which is now [{new}]; the old "
-                          f"name is read for now and will be removed", FutureWarning, stacklevel=3)
-            table = new
-        out.append(table)
-    return tuple(out)
 
 
 def _ensure_builtin() -> None:
@@ -138,15 +128,62 @@ def lookup(slot: str, name: str) -> Registration:
 
 
 def build(slot: str, name: str, ctx: "Context") -> Any:
-    """``lookup(slot, name).build(ctx)`` (for ``rerank``, ``None`` means the step is off).
+    """``lookup(slot, name).build(...)`` (for ``rerank``, ``None`` means the step is off), with the
+    tables the builder read kept in ``ctx.reads[(slot, name)]``.
+
+    The builder gets a copy of ``ctx`` whose ``cfg`` is a :class:`SettingsView` (its LLM, once
+    made, and its model pool are ``ctx``'s); the view is closed when the builder returns.
 
     Raises:
         ValueError: unknown ``name`` (see :func:`lookup`).
     """
-    return lookup(slot, name).build(ctx)
+    registration = lookup(slot, name)
+    view = SettingsView(ctx.cfg, f"the builder of {slot} {name!r}")
+    building = Context(view, ctx.index, ctx.llm, ctx.pool)  # type: ignore[arg-type]
+    try:
+        component = registration.build(building)
+    finally:
+        view.close()
+        if ctx.llm is None:
+            ctx.llm = building.llm  # the LLM the builder made is the one every component shares
+    ctx.reads[(slot, name)] = frozenset(view.tables)
+    return component
 
 
-def tables_of(cfg: PipelineConfig, reads: tuple[str, ...]) -> dict:
+class SettingsView:
+    """A :class:`~preqrag.core.config.PipelineConfig` as a builder reads it (:func:`build`): each
+    attribute read passes through, and the table it names is recorded in :attr:`tables`; any other
+    attribute (``model_dump``, ...) records every table. After :meth:`close` every read raises, so a
+    component cannot read settings after its builder returned (its record would miss them).
+
+    Args:
+        cfg: the configuration (or another view, which then records the reads too).
+        owner: who reads, for the error (``"the builder of generator 'ginger'"``).
+    """
+
+    __slots__ = ("_cfg", "_owner", "_names", "_open", "tables")
+
+    def __init__(self, cfg: "PipelineConfig | SettingsView", owner: str):
+        self._cfg, self._owner, self._open = cfg, owner, True
+        self._names = (cfg._names if isinstance(cfg, SettingsView)
+                       else frozenset(type(cfg).model_fields) | frozenset(cfg.model_extra or {}))
+        self.tables: set[str] = set()
+        """The tables read so far."""
+
+    def close(self) -> None:
+        """Refuse every read from now on."""
+        self._open = False
+
+    def __getattr__(self, name: str) -> Any:
+        if not self._open:
+            raise AssertionError(f"{self._owner} read the configuration ({name}) after it returned: a builder reads "
+                                 "every setting while it builds (preqrag.components.registry), else Pipeline.derive "
+                                 "cannot tell when to rebuild the component")
+        self.tables.update({name} if name in self._names else self._names)
+        return getattr(self._cfg, name)
+
+
+def tables_of(cfg: PipelineConfig, reads: frozenset[str]) -> dict:
     """The settings a component reads, for comparing two configurations."""
     data = cfg.model_dump()
     return {t: data.get(t) for t in reads}
@@ -163,19 +200,24 @@ class Context:
             on the first :meth:`get_llm`; its weights load at warm-up or first use).
         pool: models shared by construction, keyed by (kind, name, settings) (see
             :meth:`shared`); a pipeline derived from another keeps its pool.
+        reads: what each component built with this context read of ``cfg`` (see below).
     """
 
     cfg: PipelineConfig
     index: Any = None
     llm: Any = None
     pool: dict = field(default_factory=dict)
+    reads: dict[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    """``(slot, name)`` → the tables the builder of that component read (:func:`build`)."""
 
     def get_llm(self):
-        """The shared LLM, built from ``[llm]`` on first use (no weights load here)."""
+        """The shared LLM, built from ``[llm]`` on first use (no weights load here). A builder that
+        calls it reads ``[llm]`` (and ``[run]`` when it makes the LLM): its component uses the LLM."""
+        settings = self.cfg.llm  # read even when the LLM exists: the component depends on [llm]
         if self.llm is None:
             from ..models.llm import load_llm
 
-            self.llm = load_llm(self.cfg.llm, cache_dir=self.cfg.run.cache_dir)
+            self.llm = load_llm(settings, cache_dir=self.cfg.run.cache_dir)
         return self.llm
 
     def shared(self, key: Hashable, make: Callable[[], Any]) -> Any:

@@ -82,7 +82,7 @@ class CrossEncoderStep:
         return out
 
 
-@register("rerank", "cross-encoder", reads=("cross_encoder",))
+@register("rerank", "cross-encoder")
 def _cross_encoder(ctx: Context) -> CrossEncoderStep | None:
     """The ``[cross_encoder]`` cross-encoder (one model per Context pool) cut at ``cross_encoder.depth``;
     ``None`` (step off) when ``cross_encoder.name = 'none'``."""

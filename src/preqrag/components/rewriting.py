@@ -6,6 +6,7 @@ with their systems: PreQRAG's in :mod:`preqrag.systems.preqrag.rewriting` (§2.2
 from __future__ import annotations
 
 from .registry import Context, register
+from ..core.contracts import Retriever
 from ..core.records import QueryPlan, QuestionType, SubQuery
 
 
@@ -13,6 +14,10 @@ class IdentityRewriter:
     """No rewriting: the original question is the sparse and the dense query (baseline)."""
 
     name = "none"
+
+    def retriever(self, retriever: Retriever) -> Retriever:
+        """Its plans filter nothing: ``retriever`` itself."""
+        return retriever
 
     def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]:
         return [QueryPlan(question_type=t, rewriter=self.name, sub_queries=[SubQuery(text=q, sparse=q, dense=q)])

@@ -156,14 +156,25 @@ class Rewriter(Protocol):
 
     def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]: ...
 
+    def retriever(self, retriever: Retriever) -> Retriever:
+        """The retriever the pipeline searches this rewriter's plans with: ``retriever`` itself,
+        or a wrapper applying the rewriter's own policy on the filters its plans carry (DoTA-RAG's
+        routed namespaces: :class:`preqrag.systems.dota.search.UnfilteredFallback`)."""
+        ...
+
 
 @runtime_checkable
 class Encoder(Protocol):
-    """Text → L2-normalised embeddings, ``float32`` array of shape ``(n, dim)``."""
+    """Text → L2-normalised embeddings, ``float32`` array of shape ``(n, dim)``.
+
+    ``learned_models``: a model fine-tuned on the user's questions (``preqrag train-encoder``) holds
+    its identity (the dense retrievers over it report it, :class:`Retriever`); ``()`` for others.
+    """
 
     name: str
     dim: int
     max_seq_length: int
+    learned_models: Sequence[dict[str, str]]
 
     def encode(self, texts: list[str], *, is_query: bool, batch_size: int = 32,
                show_progress: bool = False) -> np.ndarray: ...
@@ -189,11 +200,19 @@ class Retriever(Protocol):
     * ``filters``: ``None`` (nothing filtered) or ``n`` :data:`Filters`, one per query.
 
     Returns ``n`` :class:`~preqrag.core.records.Ranking` (best first; fewer than ``k`` ids when
-    fewer passages match). Raises :class:`FilterUnsupported` when a non-empty filter names a
-    field the backend's index does not hold.
+    fewer passages match); a ranking's ``fallback`` (``""``: none) says what the retriever fell
+    back on for its query, and the pipeline adds it to the plan's fallbacks. Raises
+    :class:`FilterUnsupported` when a non-empty filter names a field the backend's index does
+    not hold.
+
+    ``learned_models``: the identities (``{"kind", "path", "sha256"}``) of the models trained on the
+    user's questions it searches with (a dense retriever's encoder fine-tuned by ``preqrag
+    train-encoder``), recorded in every trace (``Trace.learned_models``) so that evaluation
+    refuses their training questions (:mod:`preqrag.learned.guard`); ``()`` for none.
     """
 
     name: str
+    learned_models: Sequence[dict[str, str]]
 
     def search(self, queries: list[str], k: int,
                filters: Sequence[Filters] | None = None) -> list[Ranking]: ...
@@ -280,9 +299,13 @@ class Merger(Protocol):
 
     Returns per question ``(final ranking, extra trace rankings)`` (extra: trace key →
     rankings, e.g. the learned merge's document ranking; ``{}`` for none).
+
+    ``learned_models``: the identities of the models trained on the user's questions it ranks
+    with (the ``learned`` merge's ranker), as :class:`Retriever`'s; ``()`` for none.
     """
 
     name: str
+    learned_models: Sequence[dict[str, str]]
 
     def merge(self, questions: Sequence[str], classifications: Sequence[Classification | None],
               rankings: Sequence[dict[str, list[Ranking]]], finals: Sequence[Sequence[Ranking]]

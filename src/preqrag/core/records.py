@@ -156,6 +156,10 @@ class Ranking(BaseModel):
 
     ids: list[str] = Field(default_factory=list)
     scores: list[float] = Field(default_factory=list)
+    fallback: str = Field("", exclude=True, description=(
+        "What the retriever fell back on for this query (e.g. DoTA-RAG's: a filter that left no passage, "
+        "searched again without it); the pipeline adds it to the plan's fallbacks as '<trace key>: "
+        "<fallback>'. '' (none) for every ranking but a retriever's; never in the JSON, and not kept by top()."))
 
     def top(self, k: int) -> "Ranking":
         """The first ``k`` entries (a new Ranking)."""

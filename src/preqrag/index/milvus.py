@@ -334,6 +334,8 @@ class MilvusBM25Retriever:
     """
 
     name = "bm25"
+    learned_models: tuple[dict[str, str], ...] = ()
+    """No model trained on the user's questions (:class:`~preqrag.core.contracts.Retriever`)."""
 
     def __init__(self, client, collection: str, passages: MilvusPassages):
         self.client, self.collection, self.passages = client, collection, passages
@@ -372,6 +374,11 @@ class MilvusDenseRetriever:
         self.encoder, self.batch_size = encoder, batch_size
         self.search_params = search_params or {"metric_type": "IP"}
         self.passages_dim = 0
+
+    @property
+    def learned_models(self) -> tuple[dict[str, str], ...]:
+        """Its encoder's: a fine-tuned one's identity, else ``()``."""
+        return self.encoder.learned_models
 
     def search_vectors(self, vectors: np.ndarray, k: int, mask=None) -> list[Ranking]:
         if mask is not None:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 from ..core.io import atomic_write_text
 from ..core.records import Question, Trace, doc_of
-from .guard import ENCODER_RECORD
+from ..models.encoders.trained import ENCODER_RECORD
 from .ranker import question_sha256
 from .train import collect_traces, gold_docs
 

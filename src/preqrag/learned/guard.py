@@ -3,9 +3,11 @@
 Both training commands record their training questions in their output: ``trained_on``
 (``ids`` and ``question_sha256``, the SHA-256 of the lower-cased, whitespace-collapsed text,
 so a renamed copy is caught too) in the ranker's JSON file, and in
-``<MODEL_DIR>/preqrag_training.json`` for a fine-tuned encoder. A pipeline using such a
-model records ``{"kind", "path", "sha256"}`` per model in every trace
-(``Trace.learned_models``); ``preqrag eval`` and the bench scripts call
+``<MODEL_DIR>/preqrag_training.json`` for a fine-tuned encoder
+(:mod:`preqrag.models.encoders.trained`). A pipeline using such a model records
+``{"kind", "path", "sha256"}`` per model in every trace (``Trace.learned_models``, collected from
+its components' ``learned_models``: :class:`preqrag.learned.ranker.LearnedMerge`'s ranker, a dense
+retriever's fine-tuned encoder); ``preqrag eval`` and the bench scripts call
 :func:`check_traces` / :func:`check_models`, which raise :class:`TrainedOnError` when an
 evaluated question was a training question.
 """
@@ -13,15 +15,12 @@ evaluated question was a training question.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..core.records import Question
-
-ENCODER_RECORD = "preqrag_training.json"
-"""File inside a fine-tuned encoder's directory holding its training record."""
+from ..models.encoders.trained import ENCODER_RECORD
 
 
 class TrainedOnError(ValueError):
@@ -32,43 +31,6 @@ def _question_sha256(text: str) -> str:
     from .ranker import question_sha256
 
     return question_sha256(text)
-
-
-def encoder_identity(location: str | Path) -> dict[str, str] | None:
-    """``{"kind": "encoder", "path", "sha256"}`` of a directory written by ``preqrag train-encoder``
-    (``sha256``: the weights' fingerprint in its training record), or ``None`` for any other model."""
-    record = Path(location) / ENCODER_RECORD
-    if not record.is_file():
-        return None
-    try:
-        obj = json.loads(record.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {"kind": "encoder", "path": os.path.abspath(location), "sha256": ""}
-    return {"kind": "encoder", "path": os.path.abspath(location), "sha256": str(obj.get("model_sha256", ""))}
-
-
-def learned_models(cfg, merge: Any = None) -> list[dict[str, str]]:
-    """The trained models a pipeline with configuration ``cfg`` and merge component ``merge`` uses.
-
-    Returns:
-        ``[{"kind": "ranker" | "encoder", "path", "sha256"}, ...]``; ``[]`` for the default
-        pipeline (no Trace field is written then).
-    """
-    out = []
-    ident = getattr(merge, "identity", None)
-    if ident:
-        out.append(dict(ident))
-    try:
-        from ..models.files import resolve
-
-        location = resolve(cfg.embedder.name).location
-    except (FileNotFoundError, OSError):
-        location = None
-    if location and Path(location).is_dir() and cfg.retrieval.use_dense:
-        enc = encoder_identity(location)
-        if enc:
-            out.append(enc)
-    return out
 
 
 def trained_on(model: dict[str, str]) -> dict[str, set[str]]:
@@ -102,7 +64,7 @@ def check_models(models: Iterable[dict[str, str]], questions: Sequence[Question]
     """Raise if any of ``questions`` is a training question of any of ``models``.
 
     Args:
-        models: model identities (``Trace.learned_models`` entries, or :func:`learned_models`).
+        models: model identities (``Trace.learned_models`` entries).
         questions: the questions being evaluated.
 
     Raises:

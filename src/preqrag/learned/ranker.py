@@ -242,6 +242,12 @@ class LearnedMerge:
         """``{"kind": "ranker", "path", "sha256"}``: what traces record about this model."""
         return {"kind": "ranker", "path": os.path.abspath(self.model_path), "sha256": self.ranker.sha256}
 
+    @property
+    def learned_models(self) -> tuple[dict[str, str], ...]:
+        """``(identity,)``: the ranker, trained on the user's questions
+        (:class:`~preqrag.core.contracts.Merger`)."""
+        return (self.identity,)
+
     def merge(self, questions: Sequence[str], classifications: Sequence[Classification | None],
               rankings: Sequence[dict[str, list[Ranking]]], finals: Sequence[Sequence[Ranking]]
               ) -> list[tuple[Ranking, dict[str, list[Ranking]]]]:
@@ -280,7 +286,7 @@ class LearnedMerge:
         return out
 
 
-@register("merge", "learned", reads=("merge",))
+@register("merge", "learned")
 def _learned(ctx: Context) -> LearnedMerge:
     """Candidate documents ranked by a LightGBM LambdaMART model (``merge.model``)."""
     return LearnedMerge(ctx.cfg.merge.model)

@@ -299,6 +299,8 @@ class BM25Retriever:
     """
 
     name = "bm25"
+    learned_models: tuple[dict[str, str], ...] = ()
+    """No model trained on the user's questions (:class:`~preqrag.core.contracts.Retriever`)."""
 
     def __init__(self, index_dir: str | Path, passage_ids: list[str], cfg: BM25Config, mmap: bool = False,
                  backend: str = "numpy", texts: Callable[[list[int]], list[str]] | None = None):

@@ -511,6 +511,11 @@ class DenseRetriever:
         self._facets: Facets | None = None
 
     @property
+    def learned_models(self) -> tuple[dict[str, str], ...]:
+        """Its encoder's: a fine-tuned one's identity, else ``()``."""
+        return self.encoder.learned_models
+
+    @property
     def facets(self) -> Facets:
         """The index's facets (shared with its BM25 retriever; see :mod:`preqrag.retrieval.facets`)."""
         if self._facets is None:

@@ -101,7 +101,13 @@ def deadline_path(output: str | Path) -> Path:
 
 @dataclass(frozen=True)
 class Deadline:
-    """An absolute deadline: ``at`` (UTC), the ``spec`` it came from and when it was set."""
+    """An absolute deadline: ``at`` (UTC), the ``spec`` it came from and when it was set.
+
+    The one object a run with ``--deadline`` passes around: :func:`resolve_deadline` makes it (the
+    CLI), :meth:`runner` answers the batches to it (:func:`preqrag.run.runner.run_questions`, each
+    Ray actor of :class:`preqrag.run.distributed.RayExecutor`) and :meth:`summary` is its record in
+    ``answers.run.json``.
+    """
 
     at: datetime
     spec: str
@@ -114,6 +120,42 @@ class Deadline:
     @classmethod
     def from_dict(cls, d: dict) -> "Deadline":
         return cls(datetime.fromisoformat(d["deadline"]), str(d["spec"]), datetime.fromisoformat(d["set_at"]))
+
+    @property
+    def timestamp(self) -> float:
+        """``at`` in seconds since the epoch (the scale of ``time.time``)."""
+        return self.at.timestamp()
+
+    def passed(self) -> bool:
+        """Whether the deadline is now or past (every remaining question is then answered
+        extractively)."""
+        return self.at <= datetime.now(timezone.utc)
+
+    def runner(self, pipeline: Pipeline) -> "DeadlineRunner":
+        """A :class:`DeadlineRunner` answering with ``pipeline``'s levels to this deadline."""
+        return DeadlineRunner(pipeline, self.timestamp)
+
+    def summary(self, cfg: PipelineConfig, last_write: float | None, fallbacks: int, batches: list[dict]) -> dict:
+        """The record of a run to this deadline (``answers.run.json``'s ``deadline``): :meth:`to_dict`,
+        ``level_names`` (``cfg.deadline.levels``), ``finished_before_deadline`` (its last answer,
+        written at ``last_write``, epoch seconds, was in time; true when it wrote none),
+        ``seconds_left`` (now), ``fallbacks`` and ``batches`` (:attr:`DeadlineRunner.batches`)."""
+        return {**self.to_dict(), "level_names": list(cfg.deadline.levels),
+                "finished_before_deadline": last_write is None or last_write <= self.timestamp,
+                "seconds_left": round(self.timestamp - time.time(), 3),
+                "fallbacks": fallbacks, "batches": batches}
+
+
+def summary_line(record: dict, levels: dict[str, int]) -> str:
+    """One line on a run's deadline (its :meth:`Deadline.summary` ``record``) for the console: met
+    or missed, the seconds left (or past it), questions per level (``levels``: level → count),
+    extractive fallbacks."""
+    per_level = ", ".join(f"{name} {levels.get(str(i), 0)}" for i, name in enumerate(record["level_names"]))
+    left = (f"{record['seconds_left']:.0f} s left" if record["seconds_left"] >= 0
+            else f"passed {-record['seconds_left']:.0f} s ago")
+    return (f"deadline {record['deadline']}: {'met' if record['finished_before_deadline'] else 'MISSED'} "
+            f"({left}); questions per level: {per_level}; {record['fallbacks']} extractive after an LLM "
+            "timeout or failure")
 
 
 NO_DEADLINE = ("none", "off")
@@ -395,6 +437,13 @@ class DeadlineRunner:
             done += len(b)
             yield done, outcomes
 
+    def answer_counted(self, batch: list[Question], remaining: int) -> tuple[list[Outcome], dict, int]:
+        """:meth:`answer`, plus what a Ray actor reports of the batch to the driver: its plan (the
+        entry of :attr:`batches`) and its number of extractive fallbacks."""
+        before = self.fallbacks
+        outcomes = self.answer(batch, remaining)
+        return outcomes, self.batches[-1], self.fallbacks - before
+
     def answer(self, batch: list[Question], remaining: int) -> list[Outcome]:
         """Answer ``batch`` (``remaining`` questions left, this batch included) by the cut-off.
 
@@ -530,4 +579,4 @@ def level_counts(levels: list[int], names: list[str]) -> dict[str, int]:
 
 __all__ = ["DEADLINE_LEVELS", "DeadlineConfig", "Deadline", "DeadlineController", "DeadlineRunner",
            "ExtractiveGenerator", "deadline_path", "level_counts", "level_overrides", "level_pipelines",
-           "parse_deadline", "resolve_deadline", "set_call_deadline"]
+           "parse_deadline", "resolve_deadline", "set_call_deadline", "summary_line"]

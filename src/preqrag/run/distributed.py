@@ -35,8 +35,12 @@ import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.config import PipelineConfig
+
+if TYPE_CHECKING:
+    from .deadline import Deadline
 
 RAY_HINT = 'Ray is needed for --ray: pip install "preqrag[ray]"'
 
@@ -174,12 +178,12 @@ class _PipelineActor:
     """One pipeline in a Ray actor process: the models load once, in ``__init__``; then
     :meth:`answer` takes batch after batch (Ray runs an actor's calls one at a time)."""
 
-    def __init__(self, index_dir: str | None, cfg: PipelineConfig, deadline_ts: float | None):
+    def __init__(self, index_dir: str | None, cfg: PipelineConfig, deadline: Deadline | None):
         from .pipeline import Pipeline
 
         self.pipeline = Pipeline.from_config(index_dir, cfg)
         self.pipeline.warm_up()
-        self.deadline_ts = deadline_ts
+        self.deadline = deadline
         self.runner = None
 
     def pid(self) -> int:
@@ -205,16 +209,12 @@ class _PipelineActor:
 
         ms0, mc0 = model_seconds(), model_calls()
         plan, fallbacks = None, 0
-        if self.deadline_ts is None:
+        if self.deadline is None:
             outcomes = self.pipeline.answer(batch)
         else:
-            from .deadline import DeadlineRunner
-
             if self.runner is None:
-                self.runner = DeadlineRunner(self.pipeline, self.deadline_ts)
-            before = self.runner.fallbacks
-            outcomes = self.runner.answer(batch, remaining)
-            plan, fallbacks = self.runner.batches[-1], self.runner.fallbacks - before
+                self.runner = self.deadline.runner(self.pipeline)
+            outcomes, plan, fallbacks = self.runner.answer_counted(batch, remaining)
         seconds, calls = model_usage_since(ms0, mc0)
         info = {"model_seconds": seconds, "model_calls": calls, "plan": plan, "fallbacks": fallbacks, "pid": os.getpid()}
         return outcomes, info
@@ -249,7 +249,7 @@ class RayExecutor:
             Ray exports ``OMP_NUM_THREADS`` = ⌊CPUs⌋ to each actor and its models size their thread
             pools by it (:func:`preqrag.models.threads.cpu_threads`), so actors on one node do not
             oversubscribe its cores. ``gpus_per_worker`` likewise.
-        deadline_ts: the run's deadline (epoch seconds), or None.
+        deadline: the run's :class:`~preqrag.run.deadline.Deadline`, or None.
 
     Attributes:
         model_seconds, model_calls: summed over the actors' batches (for ``answers.run.json``).
@@ -260,12 +260,12 @@ class RayExecutor:
 
     def __init__(self, index_dir: str | Path | None, cfg: PipelineConfig, workers: int, *,
                  address: str | None = None, cpus_per_worker: float | None = 1.0, gpus_per_worker: float = 0.0,
-                 deadline_ts: float | None = None):
+                 deadline: Deadline | None = None):
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
         self.index_dir = str(Path(index_dir).resolve()) if index_dir is not None else None
         self.cfg, self.workers, self.address = cfg, workers, address
-        self.cpus, self.gpus, self.deadline_ts = cpus_per_worker, gpus_per_worker, deadline_ts
+        self.cpus, self.gpus, self.deadline = cpus_per_worker, gpus_per_worker, deadline
         self.model_seconds: dict[str, float] = {}
         self.model_calls: dict[str, int] = {}
         self.fallbacks = 0
@@ -283,7 +283,7 @@ class RayExecutor:
         if self.cpus is None:
             self.cpus = actor_cpus(ray, self.workers)
         cls = ray.remote(num_cpus=self.cpus, num_gpus=self.gpus)(_PipelineActor)
-        self.actors = [cls.remote(self.index_dir, self.cfg, self.deadline_ts) for _ in range(self.workers)]
+        self.actors = [cls.remote(self.index_dir, self.cfg, self.deadline) for _ in range(self.workers)]
         try:
             pids = ray.get([a.pid.remote() for a in self.actors])  # models loaded in every actor
             self.pids = {a._actor_id.hex(): pid for a, pid in zip(self.actors, pids)}

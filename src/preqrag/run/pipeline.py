@@ -39,7 +39,7 @@ from typing import Any
 
 from ..components.candidates import has_candidates, read_candidates
 from ..components.citations import numbers_to_ids
-from ..components.registry import Context, build, lookup, tables_of
+from ..components.registry import Context, build, tables_of
 from ..core.config import PipelineConfig, renamed_tables
 from ..core.records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
                       Ranking, StageBatch, SubQuery, Trace)
@@ -141,14 +141,15 @@ class Pipeline:
         merge: the merge slot (:class:`~preqrag.core.contracts.Merger`; default ``interleave``).
         ctx: the builders' :class:`~preqrag.components.registry.Context` (its model pool is shared by
             :meth:`derive`); default: a new one over ``index``, ``cfg`` and ``llm``.
-        learned_models: identities of the trained models the components use (recorded in
-            every trace); default: from ``cfg`` and ``merge`` (:func:`preqrag.learned.guard.learned_models`).
+
+    ``learned_models`` (recorded in every trace): the identities of the models trained on the
+    user's questions that the merge slot and the retrievers declare (their ``learned_models``), in
+    that order, each once.
     """
 
     def __init__(self, index, cfg: PipelineConfig, classifier: Classifier, rewriter: Rewriter,
                  fusion: Fusion, rerank_chain: list[RerankStep], generator: Generator,
-                 llm: LLM | None = None, merge: Merger | None = None, *, ctx: Context | None = None,
-                 learned_models: list[dict[str, str]] | None = None):
+                 llm: LLM | None = None, merge: Merger | None = None, *, ctx: Context | None = None):
         self.index = index
         self.cfg = cfg
         self.classifier = classifier
@@ -158,14 +159,13 @@ class Pipeline:
         self.generator = generator
         self.llm = llm
         self.ctx = ctx if ctx is not None else Context(cfg, index, llm)
-        self.retrievers = retrievers_of(cfg, index, self.ctx)
+        self.retrievers = [(key, rewriter.retriever(r), k, field)  # searched as the plans' rewriter says
+                           for key, r, k, field in retrievers_of(cfg, index, self.ctx)]
         self.rerank_names: list[str] | None = None  # registry names of rerank_chain's steps (None: unknown)
         self.merge = merge if merge is not None else build("merge", "interleave", self.ctx)
-        if learned_models is None:
-            from ..learned.guard import learned_models as identities
-
-            learned_models = identities(cfg, self.merge)
-        self.learned_models = learned_models  # recorded in traces (preqrag.learned.guard)
+        self.learned_models: list[dict[str, str]] = []  # recorded in traces (preqrag.learned.guard)
+        for component in (self.merge, *(r for _, r, _, _ in self.retrievers)):
+            self.learned_models += [m for m in component.learned_models if m not in self.learned_models]
 
     @classmethod
     def from_config(cls, index_dir: str | Path | None, cfg: PipelineConfig, llm: LLM | None = None) -> "Pipeline":
@@ -195,9 +195,10 @@ class Pipeline:
     def derive(self, overrides: dict, *, generator: Generator | None = None) -> "Pipeline":
         """A pipeline with some settings changed that shares this one's loaded models.
 
-        Each component is rebuilt when a configuration table it reads (its registration's
-        ``reads``, :func:`preqrag.components.registry.register`) or its name changed, and reused
-        otherwise; rebuilt components get their models from the same model pool
+        Each component is rebuilt when a configuration table its builder read (recorded when it
+        was built, :func:`preqrag.components.registry.build`) or its name changed, and reused
+        otherwise (a component given to the constructor rather than built has no record: it is
+        rebuilt); rebuilt components get their models from the same model pool
         (:meth:`preqrag.components.registry.Context.shared`), so a cross-encoder step re-made with a new
         ``cross_encoder.depth`` scores with the already loaded cross-encoder. The index (retrievers,
         embedder) is shared; the LLM too, unless ``[llm]`` changed. Used by
@@ -223,13 +224,18 @@ class Pipeline:
         llm = self.llm if cfg.llm == self.cfg.llm else None
         ctx = Context(cfg, self.index, llm, pool=self.ctx.pool)
 
-        def same(slot: str, old_name: str, new_name: str) -> bool:
-            reads = lookup(slot, new_name).reads
-            return old_name == new_name and tables_of(cfg, reads) == tables_of(self.cfg, reads)
+        def kept(slot: str, old_name: str, new_name: str) -> bool:
+            """Whether the component ``old_name`` is reused as ``new_name``; if so, the new context
+            keeps its record (for a pipeline derived from this one)."""
+            reads = self.ctx.reads.get((slot, old_name))
+            if old_name != new_name or reads is None or tables_of(cfg, reads) != tables_of(self.cfg, reads):
+                return False
+            ctx.reads[(slot, new_name)] = reads
+            return True
 
         def keep_or_build(slot: str, current):
             old, new = getattr(self.cfg, slot).name, getattr(cfg, slot).name
-            return current if same(slot, old, new) else build(slot, new, ctx)
+            return current if kept(slot, old, new) else build(slot, new, ctx)
 
         classifier = keep_or_build("classifier", self.classifier)
         rewriter = keep_or_build("rewriter", self.rewriter)
@@ -238,7 +244,7 @@ class Pipeline:
         if generator is None:
             generator = keep_or_build("generator", self.generator)
         named = list(zip(self.rerank_names, self.rerank_chain)) if self.rerank_names is not None else None
-        chain = _named_chain(ctx, named, lambda name: same("rerank", name, name))
+        chain = _named_chain(ctx, named, lambda name: kept("rerank", name, name))
         pipe = type(self)(self.index, cfg, classifier, rewriter, fusion, [s for _, s in chain], generator, ctx.llm,
                           merge=merge, ctx=ctx)
         pipe.rerank_names = [n for n, _ in chain]
@@ -359,9 +365,9 @@ class Pipeline:
     def _search(self, plans: list[QueryPlan], slots: list[tuple[int, int]],
                 seconds: dict[str, float]) -> dict[str, list[list[Ranking]]]:
         """Step 2: per retriever (trace key), per slot ``(question, sub-query)``, its rankings:
-        the primary query's, then each ``extra`` query's. A filter that leaves no passage (e.g.
-        DoTA's routed namespaces hold none of this index's passages) is searched again without
-        it, and the plan records that."""
+        the primary query's, then each ``extra`` query's. What a retriever fell back on for a query
+        (``Ranking.fallback``, e.g. DoTA's search without a filter that left no passage) is added
+        to the plan's fallbacks, once, as ``"<trace key>: <fallback>"``."""
         lists: dict[str, list[list[Ranking]]] = {}
         for key, retriever, k, field in self.retrievers:  # field: which sub-query text it gets
             queries: list[str] = []
@@ -374,18 +380,12 @@ class Pipeline:
                     filters.append(sq.filters)
                     owner.append(j)
             found = _run_stage(key, lambda: retriever.search(queries, k, filters if any(filters) else None), seconds)
-            empty = [i for i, (r, f) in enumerate(zip(found, filters)) if f and not r.ids]
-            if empty:
-                redo = _run_stage(key, lambda: retriever.search([queries[i] for i in empty], k), seconds)
-                for i, r in zip(empty, redo):
-                    found[i] = r
-                    plan = plans[slots[owner[i]][0]]
-                    note = f"{key}: no passage matches filters {filters[i]}; searched without them"
-                    if note not in plan.fallbacks:
-                        plan.fallbacks.append(note)
             per_slot: list[list[Ranking]] = [[] for _ in slots]
             for j, r in zip(owner, found):
                 per_slot[j].append(r)
+                plan = plans[slots[j][0]]
+                if r.fallback and f"{key}: {r.fallback}" not in plan.fallbacks:
+                    plan.fallbacks.append(f"{key}: {r.fallback}")
             lists[key] = per_slot
         return lists
 

@@ -26,18 +26,15 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ..core.io import (InputError, append_jsonl, atomic_write_text, read_jsonl_tolerant, read_questions, sidecar,
                  stats_path)
 from ..core.config import PipelineConfig
-from .deadline import DeadlineRunner, level_counts
+from .deadline import Deadline, level_counts, summary_line
 from .pipeline import Outcome, Pipeline
 from ..core.records import Failure, Question
 from ..core.timing import model_busy_seconds, model_calls, model_seconds, model_usage_since
-
-if TYPE_CHECKING:
-    from .deadline import Deadline
 
 
 @dataclass
@@ -56,23 +53,14 @@ class RunSummary:
     levels: dict[str, int] = field(default_factory=dict)
     """Questions answered per degradation level (``"0"``: the full pipeline)."""
     deadline: dict | None = None
-    """With a deadline: its record (:meth:`preqrag.run.deadline.Deadline.to_dict`), ``level_names``,
-    ``finished_before_deadline`` (this run's last answer was written before it; true when it wrote
-    none), ``seconds_left`` (at the end of the run), ``fallbacks`` (answers made extractive
-    after an LLM call ran out of time or failed) and ``batches`` (each batch's plan and time,
-    :attr:`preqrag.run.deadline.DeadlineRunner.batches`)."""
+    """With a deadline: its record (:meth:`preqrag.run.deadline.Deadline.summary`: the deadline,
+    ``level_names``, ``finished_before_deadline``, ``seconds_left`` at the end of the run,
+    ``fallbacks``, ``batches``)."""
 
     def deadline_line(self) -> str | None:
-        """One line on the deadline, for the console (None without one): met or missed, the
-        seconds left (or past it), questions per level, extractive fallbacks."""
-        d = self.deadline
-        if d is None:
-            return None
-        per_level = ", ".join(f"{name} {self.levels.get(str(i), 0)}" for i, name in enumerate(d["level_names"]))
-        left = (f"{d['seconds_left']:.0f} s left" if d["seconds_left"] >= 0
-                else f"passed {-d['seconds_left']:.0f} s ago")
-        return (f"deadline {d['deadline']}: {'met' if d['finished_before_deadline'] else 'MISSED'} ({left}); "
-                f"questions per level: {per_level}; {d['fallbacks']} extractive after an LLM timeout or failure")
+        """One line on the deadline, for the console (None without one;
+        :func:`preqrag.run.deadline.summary_line`)."""
+        return None if self.deadline is None else summary_line(self.deadline, self.levels)
 
     def to_dict(self) -> dict:
         """JSON-ready form (input errors as strings); adds ``model_seconds_total`` and
@@ -198,7 +186,7 @@ def _write_batches(answered_batches, output: Path, n_todo: int, summary: RunSumm
 def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output: str | Path, *,
                   limit: int | None = None,
                   on_progress: Callable[[int, int], None] | None = None,
-                  deadline: "Deadline | None" = None,
+                  deadline: Deadline | None = None,
                   executor: "Executor | None" = None,
                   read: "tuple[list[Question], list[InputError]] | None" = None) -> RunSummary:
     """Answer every question of ``questions_path`` not yet in ``output``.
@@ -244,8 +232,7 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
     bs = cfg.run.batch_size
     batches = [todo[start:start + bs] for start in range(0, len(todo), bs)]
     if executor is None:
-        executor = (DeadlineRunner(pipeline, deadline.at.timestamp()) if deadline is not None
-                    else LocalExecutor(pipeline))
+        executor = deadline.runner(pipeline) if deadline is not None else LocalExecutor(pipeline)
     levels, last_write = _write_batches(executor.answered_batches(batches), output, len(todo), summary, failures,
                                         on_progress)
     lines = [json.dumps({"id": None, "question": None, "error": str(e), "stage": "input",
@@ -262,12 +249,7 @@ def run_questions(pipeline: Pipeline | None, questions_path: str | Path, output:
         summary.model_busy_seconds = model_busy_seconds() - busy0
     summary.levels = level_counts(levels, cfg.deadline.levels)
     if deadline is not None:
-        left = deadline.at.timestamp() - time.time()
-        summary.deadline = {**deadline.to_dict(), "level_names": list(cfg.deadline.levels),
-                            # the last answer of this run was written in time (true when it wrote none)
-                            "finished_before_deadline": last_write is None or last_write <= deadline.at.timestamp(),
-                            "seconds_left": round(left, 3),
-                            "fallbacks": executor.fallbacks, "batches": executor.batches}
+        summary.deadline = deadline.summary(cfg, last_write, executor.fallbacks, executor.batches)
     stats = {"started": started, "questions_file": str(questions_path), **summary.to_dict()}
     atomic_write_text(stats_path(output), json.dumps(stats, indent=2) + "\n")
     return summary

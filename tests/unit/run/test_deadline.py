@@ -15,8 +15,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from preqrag.core.config import ConfigError, LLMConfig, load_config
-from preqrag.run.deadline import (DeadlineController, ExtractiveGenerator, deadline_path, level_overrides,
-                                  parse_deadline, resolve_deadline)
+from preqrag.run.deadline import (Deadline, DeadlineController, ExtractiveGenerator, deadline_path, level_overrides,
+                                  parse_deadline, resolve_deadline, summary_line)
 from preqrag.models.llm.openai_backend import OpenAICompatibleLLM, retry_after_seconds
 from preqrag.core.contracts import LLMError
 
@@ -61,6 +61,25 @@ def test_deadline_record_kept_on_restart_overridden_and_dropped(tmp_path):
     deadline_path(out).write_text("{not json")
     with pytest.raises(ValueError, match="answers.deadline.json"):
         resolve_deadline(out, None, later)
+
+
+def test_the_run_record_and_its_console_line():
+    """``answers.run.json``'s ``deadline`` (:meth:`Deadline.summary`) and the line ``preqrag run`` prints."""
+    cfg = load_config(None)
+    future = Deadline(datetime.now(timezone.utc) + timedelta(hours=1), "1h", NOW)
+    assert not future.passed() and Deadline(NOW, "0s", NOW).passed()
+    record = future.summary(cfg, None, 2, [{"level": 0}])
+    assert list(record) == ["deadline", "spec", "set_at", "level_names", "finished_before_deadline", "seconds_left",
+                            "fallbacks", "batches"]
+    assert record["finished_before_deadline"] and 3590 < record["seconds_left"] <= 3600
+    assert record["level_names"] == cfg.deadline.levels and record["batches"] == [{"level": 0}]
+    assert not future.summary(cfg, future.timestamp + 1, 0, [])["finished_before_deadline"]
+    line = summary_line(record, {"0": 3, "4": 1})
+    assert line.startswith(f"deadline {record['deadline']}: met (") and " s left); questions per level: full 3, " in line
+    assert line.endswith(", extractive 1; 2 extractive after an LLM timeout or failure")
+    past = Deadline(NOW, "2h", NOW).summary(cfg, NOW.timestamp() - 5, 0, [])
+    assert past["finished_before_deadline"] and " MISSED " not in summary_line(past, {})
+    assert "passed" in summary_line(past, {}) and "s ago)" in summary_line(past, {})
 
 
 def test_levels_config_is_validated():

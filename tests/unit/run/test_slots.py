@@ -17,6 +17,9 @@ from preqrag.core.records import Classification, QueryPlan, Question, Ranking, S
 class FakeRetriever:
     """Returns, for query ``q``, the passages ``<prefix>:<q>:1..3``; records its calls."""
 
+    name = "fake"
+    learned_models = ()
+
     def __init__(self, prefix: str):
         self.prefix = prefix
         self.calls: list[list[str]] = []
@@ -50,6 +53,9 @@ class FakeRewriter:
                 subs = [SubQuery(text=p, sparse=p, dense=p) for p in q.split(" and ")]
             plans.append(QueryPlan(question_type=t, rewriter="fake", sub_queries=subs))
         return plans
+
+    def retriever(self, retriever):
+        return retriever
 
 
 class ReverseStep:
@@ -97,6 +103,101 @@ def test_queries_fusion_chain_merge_and_trace():
     assert t_multi.rankings["final"][0].ids[:4] == [a[0], b[0], a[1], b[1]]
     assert t_multi.context_ids == [a[0], b[0]]
     assert set(t_multi.seconds) >= {"classify", "rewrite", "sparse", "dense", "fusion", "reverse"}
+
+
+class NoPassageIn(FakeRetriever):
+    """A filter on ``topic`` keeps no passage: such a query finds nothing."""
+
+    def search(self, queries, k, filters=None):
+        self.calls.append((list(queries), filters))
+        return [Ranking() if f else Ranking(ids=[f"{self.prefix}:{q}:1"], scores=[1.0])
+                for q, f in zip(queries, filters or [{}] * len(queries))]
+
+
+class RoutingRewriter(FakeRewriter):
+    """FakeRewriter whose single questions are filtered to a topic, searched as DoTA's rewriter searches."""
+
+    def plan(self, questions, types):
+        plans = super().plan(questions, types)
+        for p in plans:
+            if p.question_type == "single":
+                p.sub_queries[0] = p.sub_queries[0].model_copy(update={"filters": {"topic": ["Cooking"]}})
+        return plans
+
+    def retriever(self, retriever):
+        from preqrag.systems.dota.search import UnfilteredFallback
+
+        return UnfilteredFallback(retriever)
+
+
+def test_a_filter_that_leaves_no_passage_is_searched_without_it_and_noted_in_the_plan():
+    """The rewriter's retriever (DoTA's): a filtered query that found nothing is searched again without
+    its filter, and the plan records it once per retriever; the pipeline copies the note by trace key."""
+    sparse, dense = NoPassageIn("bm25"), NoPassageIn("dense")
+    index = SimpleNamespace(sparse=sparse, dense=dense, encoder=None, text=lambda pid: f"text of {pid}")
+    cfg = load_config(None, {"generator": {"context_top_k": 2}})
+    p = Pipeline(index, cfg, FakeClassifier(), RoutingRewriter(), UnionFusion(), [], generator=None)
+    t_single, t_multi = p.retrieve([Question(id=1, question="q1"), Question(id=2, question="a and b")])
+    topic = {"topic": ["Cooking"]}
+    assert sparse.calls == [(["S(q1)", "q1", "a", "b"], [topic, topic, {}, {}]), (["S(q1)", "q1"], None)]
+    assert dense.calls[1] == (["D(q1)", "q1"], None)  # both filtered queries again, in one call
+    assert t_single.rankings["sparse"][0].ids == ["bm25:S(q1):1"]
+    assert t_single.fallbacks == [
+        "sparse: no passage matches filters {'topic': ['Cooking']}; searched without them",
+        "dense: no passage matches filters {'topic': ['Cooking']}; searched without them"]
+    assert t_multi.fallbacks == [] and len(sparse.calls) == 2
+    assert "fallback" not in t_single.rankings["sparse"][0].model_dump()  # never in the trace's JSON
+
+
+def test_traces_record_the_trained_models_the_merge_and_the_retrievers_declare():
+    """``Trace.learned_models``: the merge slot's, then each retriever's (through the rewriter's
+    wrapper), each model once; none with the default components."""
+    from preqrag.components.fusion import InterleaveMerge
+
+    ranker = {"kind": "ranker", "path": "/m/ranker.json", "sha256": "r"}
+    encoder = {"kind": "encoder", "path": "/m/enc", "sha256": "e"}
+
+    class RankerMerge(InterleaveMerge):
+        learned_models = (ranker,)
+
+    cfg = load_config(None)
+    plain, _, _ = _pipeline(ReverseStep())
+    assert plain.learned_models == [] and plain.retrieve([Question(id=1, question="q")])[0].learned_models == []
+    sparse, dense = FakeRetriever("bm25"), NoPassageIn("dense")
+    sparse.learned_models = dense.learned_models = (encoder,)  # one model behind both: recorded once
+    index = SimpleNamespace(sparse=sparse, dense=dense, encoder=None, text=lambda pid: f"text of {pid}")
+    p = Pipeline(index, cfg, FakeClassifier(), RoutingRewriter(), UnionFusion(), [], generator=None,
+                 merge=RankerMerge())
+    assert p.learned_models == [ranker, encoder]
+    (t,) = p.retrieve([Question(id=1, question="a and b")])
+    assert t.learned_models == [ranker, encoder]
+
+
+def test_derive_rebuilds_a_component_when_a_table_its_builder_read_changed():
+    """The record of what each builder read (:func:`preqrag.components.registry.build`) decides what
+    ``derive`` rebuilds, and a derived pipeline keeps the records of what it reused."""
+    from preqrag.components.registry import Context, build
+
+    sparse, dense = FakeRetriever("bm25"), FakeRetriever("dense")
+    index = SimpleNamespace(sparse=sparse, dense=dense, encoder=None, text=lambda pid: f"text of {pid}")
+    cfg = load_config(None, {"classifier": {"name": "rules"}, "rewriter": {"name": "none"},
+                             "fusion": {"name": "rrf"}, "generator": {"name": "extractive"}, "rerank": {"chain": []}})
+    ctx = Context(cfg, index)
+    parts = {slot: build(slot, getattr(cfg, slot).name, ctx)
+             for slot in ("classifier", "rewriter", "fusion", "generator", "merge")}
+    base = Pipeline(index, cfg, parts["classifier"], parts["rewriter"], parts["fusion"], [], parts["generator"],
+                    merge=parts["merge"], ctx=ctx)
+    base.rerank_names = []
+    d = base.derive({"fusion": {"rrf_k": 30}})
+    assert d.fusion is not base.fusion and d.fusion.k == 30
+    assert (d.classifier, d.rewriter, d.generator, d.merge) == (base.classifier, base.rewriter, base.generator,
+                                                                base.merge)
+    d2 = d.derive({"deadline": {"extractive_sentences": 1}})  # the extractive generator reads [deadline]
+    assert d2.generator is not d.generator and d2.fusion is d.fusion and d2.merge is base.merge
+    assert d2.derive({"merge": {"model": "unused.json"}}).merge is base.merge  # interleave reads no setting
+    hand_made = Pipeline(index, cfg, parts["classifier"], parts["rewriter"], parts["fusion"], [], parts["generator"],
+                         merge=parts["merge"])
+    assert hand_made.derive({}).fusion is not parts["fusion"]  # no record of what it read: rebuilt
 
 
 def test_a_failing_question_is_isolated_and_named():

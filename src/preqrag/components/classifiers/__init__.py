@@ -26,22 +26,22 @@ if TYPE_CHECKING:
 
 
 
-@register("classifier", "learned", reads=("classifier",))
+@register("classifier", "learned")
 def _learned(ctx: Context) -> Classifier:
     return LearnedClassifier(ctx.cfg.classifier.model_path)
 
 
-@register("classifier", "rules", reads=("classifier",))
+@register("classifier", "rules")
 def _rules(ctx: Context) -> Classifier:
     return RulesClassifier()
 
 
-@register("classifier", "llm", reads=("classifier", "llm"))
+@register("classifier", "llm")
 def _llm(ctx: Context) -> Classifier:
     return LLMClassifier(ctx.get_llm())
 
 
-@register("classifier", "combined", reads=("classifier", "llm"))
+@register("classifier", "combined")
 def _combined(ctx: Context) -> Classifier:
     return CombinedClassifier(ctx.get_llm())
 

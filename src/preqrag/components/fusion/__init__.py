@@ -14,17 +14,17 @@ from .rrf import RRFFusion
 from .union import UnionFusion
 
 
-@register("fusion", "union", reads=("fusion",))
+@register("fusion", "union")
 def _union(ctx: Context) -> Fusion:
     return UnionFusion()
 
 
-@register("fusion", "rrf", reads=("fusion",))
+@register("fusion", "rrf")
 def _rrf(ctx: Context) -> Fusion:
     return RRFFusion(k=ctx.cfg.fusion.rrf_k)
 
 
-@register("merge", "interleave", reads=("merge",))
+@register("merge", "interleave")
 def _interleave(ctx: Context) -> Merger:
     return InterleaveMerge()
 

@@ -39,6 +39,8 @@ class InterleaveMerge:
     rankings."""
 
     name = "interleave"
+    learned_models: tuple[dict[str, str], ...] = ()
+    """No trained model (:class:`~preqrag.core.contracts.Merger`)."""
 
     def merge(self, questions, classifications, rankings, finals):
         """See :class:`~preqrag.core.contracts.Merger`; returns ``(final, {})`` per question."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from ...core.config import EmbedderConfig
 from ..files import resolve
+from .trained import encoder_identity
 from ...core.contracts import Encoder
 
 ONNX_BY_DEFAULT = frozenset({"sentence-transformers/all-MiniLM-L6-v2"})
@@ -75,7 +76,9 @@ def onnx_export_encoder(cfg: EmbedderConfig, model, variant: str = "int8", *, pe
 
 
 def load_encoder(cfg: EmbedderConfig, cache_dir: str | None = None) -> Encoder:
-    """Build the encoder named by ``cfg.name`` (no weights are loaded until first use).
+    """Build the encoder named by ``cfg.name`` (no weights are loaded until first use). A model
+    directory written by ``preqrag train-encoder`` gives an encoder whose ``learned_models`` holds its
+    identity (:func:`preqrag.models.encoders.trained.encoder_identity`).
 
     Args:
         cache_dir: when set, query embeddings are cached there (:class:`CachedEncoder`).
@@ -110,6 +113,9 @@ def load_encoder(cfg: EmbedderConfig, cache_dir: str | None = None) -> Encoder:
 
         encoder = SentenceTransformerEncoder(model.location, name=cfg.name, query_prefix=cfg.query_prefix,
                                              passage_prefix=cfg.passage_prefix, device=cfg.device)
+    identity = encoder_identity(model.location)  # a model fine-tuned by preqrag train-encoder
+    if identity is not None:
+        encoder.learned_models = (identity,)
     if cache_dir:
         from .cache import CachedEncoder
 

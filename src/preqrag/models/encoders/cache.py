@@ -39,6 +39,11 @@ class CachedEncoder:
         return self.encoder.dim
 
     @property
+    def learned_models(self) -> tuple[dict[str, str], ...]:
+        """The wrapped encoder's."""
+        return self.encoder.learned_models
+
+    @property
     def max_seq_length(self) -> int:
         return self.encoder.max_seq_length
 

@@ -69,6 +69,10 @@ class OnnxEncoder:
     device = "cpu"
     """onnxruntime runs on the CPU here (``[embedder] device`` is for sentence-transformers)."""
 
+    learned_models: tuple[dict[str, str], ...] = ()
+    """The fine-tuned encoder's identity when this model was trained on the user's questions
+    (set by :func:`~preqrag.models.encoders.load_encoder`); ``()`` for any other model."""
+
     def __init__(self, model_dir: str, name: str, query_prefix: str = "", passage_prefix: str = "", *,
                  pooling: str = "cls", max_seq_length: int | None = None, tokenizer_file: str | None = None,
                  model_loader: Callable[[], bytes | str] | None = None, per_text: bool = False,

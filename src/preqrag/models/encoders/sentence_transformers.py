@@ -90,6 +90,10 @@ class SentenceTransformerEncoder:
     backend = "torch"
     """Recorded in index manifests (``embedder.backend``) beside the ONNX backend's ``"onnx-int8"``."""
 
+    learned_models: tuple[dict[str, str], ...] = ()
+    """The fine-tuned encoder's identity when this model was trained on the user's questions
+    (set by :func:`~preqrag.models.encoders.load_encoder`); ``()`` for any other model."""
+
     def __init__(self, location: str, name: str, query_prefix: str = "", passage_prefix: str = "",
                  bf16: bool | None = None, device: str = "auto"):
         self.location = str(location)  # sentence-transformers needs str, not Path

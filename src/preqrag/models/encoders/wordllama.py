@@ -44,6 +44,10 @@ class WordLlamaEncoder:
 
     max_seq_length = 512
 
+    learned_models: tuple[dict[str, str], ...] = ()
+    """The fine-tuned encoder's identity when this model was trained on the user's questions
+    (set by :func:`~preqrag.models.encoders.load_encoder`); ``()`` for any other model."""
+
     def __init__(self, weights: str, name: str = "wordllama/l2_supercat_256", dim: int = 256):
         self.weights = Path(weights)
         self.name = name

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...core.config import CrossEncoderConfig
 from ..files import resolve
 from ...core.contracts import Reranker
@@ -42,7 +44,7 @@ def load_reranker(cfg: CrossEncoderConfig, cache_dir: str | None = None) -> Rera
     return reranker
 
 
-__all__ = ["load_reranker"]
+__all__ = ["load_reranker", "pooled_reranker", "shared_reranker"]
 
 
 def shared_reranker(ctx):
@@ -52,12 +54,21 @@ def shared_reranker(ctx):
     :data:`~.cache.RECENT_PAIRS` pairs' scores are kept in memory (:class:`~.cache.RecentScores`),
     so a pair that two steps score (GINGER's pairwise step re-derives the head the rerank step
     has just scored) costs one model call."""
+    return pooled_reranker(ctx)()
+
+
+def pooled_reranker(ctx) -> Callable[[], Reranker | None]:
+    """:func:`shared_reranker` in two steps: its settings (``[cross_encoder]``, ``[run] cache_dir``)
+    are read now, as a builder reads every setting while it builds
+    (:func:`preqrag.components.registry.build`), and the model is made, or found in the pool,
+    when the returned function is called (GINGER's generator: on first use)."""
     from .cache import RecentScores
 
-    r = ctx.cfg.cross_encoder
+    r, cache_dir = ctx.cfg.cross_encoder, ctx.cfg.run.cache_dir
 
     def make():
-        reranker = load_reranker(r, ctx.cfg.run.cache_dir)
+        reranker = load_reranker(r, cache_dir)
         return None if reranker is None else RecentScores(reranker)
 
-    return ctx.shared(("cross-encoder", r.name, r.max_length, r.batch_size, ctx.cfg.run.cache_dir), make)
+    key = ("cross-encoder", r.name, r.max_length, r.batch_size, cache_dir)
+    return lambda: ctx.shared(key, make)

@@ -8,7 +8,7 @@ from .generator import CIRGenerator
 from .mmr import MMRStep, load_mmr_step
 
 
-@register("generator", "cir", reads=("generator", "cir", "llm", "cross_encoder"))
+@register("generator", "cir")
 def build_generator(ctx: Context) -> CIRGenerator:
     """Expertise-adapted prompt, cited JSON answer (CIR §2.2, Table 2; ``[cir]``); with
     ``[generator] context_tokens`` the segments are their answer-bearing sentences, chosen by the
@@ -21,7 +21,7 @@ def build_generator(ctx: Context) -> CIRGenerator:
     return CIRGenerator(ctx.get_llm(), g, ctx.cfg.cir, sentence_scorer=scorer)
 
 
-@register("rerank", "mmr", reads=("mmr", "bm25", "embedder"))
+@register("rerank", "mmr")
 def build_mmr_step(ctx: Context) -> MMRStep:
     """MMR diversification of the ranking's head (CIR §2.1, Eq. 1; ``[mmr]``)."""
     return load_mmr_step(ctx.cfg, ctx.index)

@@ -261,8 +261,8 @@ def index_passage_vectors(index, cfg) -> PassageVectorsFn:
             return np.asarray(state["faiss"].reconstruct_batch(rows), dtype=np.float32)
 
         return stored
-    encoder = _encoder(index, cfg)
-    return lambda ids, texts: encoder.encode(texts, is_query=False, batch_size=cfg.embedder.batch_size)
+    encoder, batch_size = _encoder(index, cfg), cfg.embedder.batch_size
+    return lambda ids, texts: encoder.encode(texts, is_query=False, batch_size=batch_size)
 
 
 def _encoder(index, cfg):
@@ -285,17 +285,19 @@ def load_mmr_step(cfg, index) -> MMRStep:
     passage_vectors: PassageVectorsFn | None = None
     query_vectors: QueryVectorsFn | None = None
     if m.similarity == "jaccard":
+        bm25 = cfg.bm25
+
         def bm25_terms(texts: list[str]) -> list[list[str]]:
-            return [list(t) for t in bm25_tokenize(texts, cfg.bm25, return_ids=False)]
+            return [list(t) for t in bm25_tokenize(texts, bm25, return_ids=False)]
 
         tokenize = bm25_terms
     else:
         passage_vectors = index_passage_vectors(index, cfg)
         if m.relevance == "similarity":
-            encoder = _encoder(index, cfg)
+            encoder, batch_size = _encoder(index, cfg), cfg.embedder.batch_size
 
             def encode_queries(queries: list[str]) -> np.ndarray:
-                return encoder.encode(queries, is_query=True, batch_size=cfg.embedder.batch_size)
+                return encoder.encode(queries, is_query=True, batch_size=batch_size)
 
             query_vectors = encode_queries
     return MMRStep(m.lambda_, m.similarity, m.top_j, m.relevance, tokenize=tokenize,

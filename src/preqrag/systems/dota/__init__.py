@@ -103,7 +103,7 @@ class RoutedDotaRewriter(DotaRewriter):
         return {name: n / len(valid) for name, n in tally_votes(valid).items()}
 
 
-@register("rewriter", "dota", reads=("dota", "rewriter", "retrieval", "llm"))
+@register("rewriter", "dota")
 def build_rewriter(ctx: Context) -> DotaRewriter:
     """Builder of rewriter ``dota``: typo fix + namespace routing (DoTA-RAG §2.1-2.2, ``[dota]``).
 
@@ -128,7 +128,7 @@ def build_rewriter(ctx: Context) -> DotaRewriter:
     return DotaRewriter(ctx.get_llm(), cfg.dota, route=False, max_length_ratio=cfg.rewriter.max_length_ratio)
 
 
-@register("rerank", "bm25-prune", reads=("dota",))
+@register("rerank", "bm25-prune")
 def build_prune_step(ctx: Context) -> BM25PruneStep:
     """Builder of rerank step ``bm25-prune``: BM25 pruning to ``dota.prune_keep`` (DoTA-RAG §2.3)."""
     if ROWS not in ctx.index.capabilities:
@@ -137,7 +137,7 @@ def build_prune_step(ctx: Context) -> BM25PruneStep:
     return BM25PruneStep(ctx.index.sparse, ctx.cfg.dota.prune_keep)
 
 
-@register("generator", "dota", reads=("generator", "dota", "llm", "cross_encoder"))
+@register("generator", "dota")
 def build_generator(ctx: Context):
     """Builder of generator ``dota``: aggregation (§2.4) of the passages, or of their answer-bearing
     sentences with ``[generator] context_tokens`` (chosen by the pipeline's shared cross-encoder

@@ -43,7 +43,8 @@ from .settings import DotaConfig
 from ...core.records import QueryPlan, QuestionType, SubQuery
 from ...core.text import clean_reply_line, content_words
 from ...models.llm.structured import CHARS_PER_TOKEN, chars_for, json_field, parse_json, string_field
-from ...core.contracts import LLM, LLMError
+from ...core.contracts import LLM, LLMError, Retriever
+from .search import UnfilteredFallback
 from .topics import FACET, TOPIC_NAMES
 
 REWRITE_PROMPT = ("You are a helpful assistant. Your task is to rewrite sentences by correcting typos and "
@@ -307,6 +308,11 @@ class DotaRewriter:
         self.route = route
         self.max_length_ratio = max_length_ratio
         self.router = NamespaceRouter(llm, cfg)
+
+    def retriever(self, retriever: Retriever) -> UnfilteredFallback:
+        """``retriever`` searching a routed query again without its filter when the filter leaves
+        no passage (:class:`~preqrag.systems.dota.search.UnfilteredFallback`)."""
+        return UnfilteredFallback(retriever)
 
     def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]:
         """One QueryPlan per question. Never raises for LLM trouble (fallbacks instead)."""

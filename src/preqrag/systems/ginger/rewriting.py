@@ -30,7 +30,7 @@ import re
 from ...core.config import RewriterConfig
 from .settings import GingerConfig
 from ...core.records import QueryPlan, QuestionType, SubQuery
-from ...core.contracts import LLM, LLMError
+from ...core.contracts import LLM, LLMError, Retriever
 from ...core.text import cap_tokens, content_words, token_counter
 
 # Appendix B.1, verbatim (the number of rewrites, 3 in the paper, is ``{n}``).
@@ -176,6 +176,10 @@ class GingerRewriter:
         self.llm = llm
         self.cfg = cfg
         self.rewriter_cfg = rewriter_cfg
+
+    def retriever(self, retriever: Retriever) -> Retriever:
+        """Its plans filter nothing: ``retriever`` itself."""
+        return retriever
 
     def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]:
         """One QueryPlan per question. Never raises for LLM trouble (a failed call is a

@@ -7,7 +7,7 @@ from ...components.registry import Context, register
 from .rewriting import PreQRAGRewriter
 
 
-@register("rewriter", "preqrag", reads=("rewriter", "llm"))
+@register("rewriter", "preqrag")
 def build_rewriter(ctx: Context) -> PreQRAGRewriter:
     """BM25- and dense-optimised rewrites of a single-document question, sub-questions of a
     multi-document one (PreQRAG §2.2)."""

@@ -23,7 +23,7 @@ import re
 from ...core.config import RewriterConfig
 from ...models.llm.structured import chars_for, chat_grouped, json_field, string_field, string_list_field
 from ...core.records import QueryPlan, QuestionType, SubQuery
-from ...core.contracts import LLM, LLMError
+from ...core.contracts import LLM, LLMError, Retriever
 from ...core.text import clean_reply_line, content_words
 
 SPARSE_PROMPT = """Rewrite the question as a short web search query for a keyword search engine.
@@ -213,6 +213,10 @@ class PreQRAGRewriter:
 
             return estimate_n_sub_questions(question)
         return int(self.cfg.n_sub_questions)
+
+    def retriever(self, retriever: Retriever) -> Retriever:
+        """Its plans filter nothing: ``retriever`` itself."""
+        return retriever
 
     def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]:
         """One QueryPlan per question; LLM calls of the whole batch go out together.
