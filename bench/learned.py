@@ -74,8 +74,13 @@ def _retrieve(index, cfg, qs, cache, batch_size, dense=None):
     """Traces of ``qs`` (resumable through ``cache``) and seconds per question; ``dense``: a dense
     retriever that replaces the index's (the ``--encoder-eval pool`` rows)."""
     pipeline = Pipeline.from_config(index, cfg)
-    if dense is not None:
-        pipeline.index.dense = dense
+    if dense is not None:  # a pipeline fixes its retrievers when built: build it again over the swapped index
+        p = pipeline
+        p.index.dense = dense
+        pipeline = Pipeline(p.index, cfg, p.classifier, p.rewriter, p.fusion, p.rerank_chain, p.generator, p.llm,
+                            merge=p.merge, ctx=p.ctx)
+        pipeline.rerank_names = p.rerank_names
+        assert any(r is dense for _, r, _, _ in pipeline.retrievers), "the tuned dense retriever is not searched"
     pipeline.warm_up()  # model loading is not per-question time
     t0 = time.perf_counter()
     n0 = sum(1 for _ in open(cache)) - 1 if Path(cache).exists() else 0

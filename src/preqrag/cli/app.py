@@ -294,8 +294,8 @@ def _run_deadline(output: Path, deadline: str | None, now):
     if note:
         err.print(note)
     if due is not None and due.passed():
-        err.print(f"[yellow]the deadline {due.at.isoformat(timespec='seconds')} has passed:[/yellow] "
-                  "every remaining question is answered extractively (no LLM)")
+        head, _, rest = due.passed_note().partition(": ")
+        err.print(f"[yellow]{head}:[/yellow] {rest}")
     return due
 
 

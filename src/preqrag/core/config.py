@@ -376,9 +376,10 @@ class ClassifierConfig(_Section):
 class RewriterConfig(_Section):
     """Question rewriting / decomposition (PreQRAG §2.2)."""
 
-    name: str = Field("preqrag", description=(
-        "A registered rewriter (preqrag.components.registry): 'preqrag' (2 rewrites / 2 sub-questions, §2.2), "
-        "'none' (the original question only), 'dota' (typo fix + namespace routing, DoTA-RAG §2), "
+    name: str = Field("none", description=(
+        "A registered rewriter (preqrag.components.registry): 'none' (the original question only; the base "
+        "configuration's, as the default preset hybrid), 'preqrag' (2 rewrites / 2 sub-questions, PreQRAG §2.2; "
+        "the preqrag presets), 'dota' (typo fix + namespace routing, DoTA-RAG §2), "
         "'ginger' (n rewrites beside the original, GINGER §3)."))
     decompose: bool = Field(True, description=(
         "Decompose multi-doc questions (§2.2.2); false gives them the single-doc rewrites "

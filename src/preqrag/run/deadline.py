@@ -131,6 +131,19 @@ class Deadline:
         extractively)."""
         return self.at <= datetime.now(timezone.utc)
 
+    def passed_note(self) -> str:
+        """What a run started after the deadline says (the CLI prints it): the deadline and that
+        every remaining question is answered extractively."""
+        return (f"the deadline {self.at.isoformat(timespec='seconds')} has passed: "
+                "every remaining question is answered extractively (no LLM)")
+
+    @staticmethod
+    def share(left: int, live: int) -> int:
+        """The questions one of ``live`` workers plans for when ``left`` remain (``ceil(left / live)``;
+        at least one worker is assumed): each Ray actor's :class:`DeadlineRunner` chooses its level
+        for its share of what is left, not for the whole run."""
+        return -(-left // max(1, live))
+
     def runner(self, pipeline: Pipeline) -> "DeadlineRunner":
         """A :class:`DeadlineRunner` answering with ``pipeline``'s levels to this deadline."""
         return DeadlineRunner(pipeline, self.timestamp)

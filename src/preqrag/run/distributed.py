@@ -316,9 +316,10 @@ class RayExecutor:
     def answered_batches(self, batches: list[list]):
         """Yield ``(questions done so far, outcomes)`` per batch, in completion order."""
         import collections
-        import math
 
         from ray.exceptions import RayActorError
+
+        from .deadline import Deadline
 
         ray = self._ray
         todo = collections.deque(batches)
@@ -330,7 +331,7 @@ class RayExecutor:
         while todo or inflight:
             while idle and todo:
                 actor, batch = idle.pop(), todo.popleft()
-                share = math.ceil(left / max(1, live))
+                share = Deadline.share(left, live)
                 inflight[actor.answer.remote(batch, share)] = (actor, batch)
             if not inflight:
                 raise RuntimeError("every Ray actor of the run has died; the answers written so far are kept: "

@@ -105,3 +105,20 @@ def test_cli_prints_table_names_in_config_errors(tmp_path):
         r = run_cli(*args)
         assert r.returncode == 2
         assert "[reranker] and [cross_encoder] are both given" in r.stderr
+
+
+def test_the_base_configuration_is_the_default_preset_and_preqrag_one_among_equals():
+    """The base configuration is neutral (issue 56): PipelineConfig's defaults are ``hybrid``'s, the default
+    preset (no LLM before the answer), so no system's values sit in the base for the others to undo; PreQRAG,
+    like every other system, names what it changes (its rewriter)."""
+    from preqrag.core.config import PipelineConfig
+    from preqrag.core.presets import PRESETS
+
+    base = PipelineConfig().model_dump()
+    default = load_config(None)
+    assert default.pipeline == "hybrid" and PRESETS["hybrid"] == {}
+    assert default.model_dump() == base and base["rewriter"]["name"] == "none"
+    preqrag, keep = load_config(None, pipeline="preqrag"), load_config(None, pipeline="preqrag-keep")
+    assert preqrag.rewriter.name == keep.rewriter.name == "preqrag" and keep.rewriter.keep_original
+    changed = {k for k, v in preqrag.model_dump().items() if v != base[k]}
+    assert changed == {"pipeline", "rewriter"}

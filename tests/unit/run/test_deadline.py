@@ -82,6 +82,15 @@ def test_the_run_record_and_its_console_line():
     assert "passed" in summary_line(past, {}) and "s ago)" in summary_line(past, {})
 
 
+def test_a_passed_deadline_note_and_each_workers_share():
+    """What a run started too late says, and the share of the remaining questions each of the live
+    Ray actors plans for (``ceil(left / live)``, at least one actor)."""
+    note = Deadline(NOW, "0s", NOW).passed_note()
+    assert note.startswith(f"the deadline {NOW.isoformat(timespec='seconds')} has passed: ")
+    assert note.endswith("answered extractively (no LLM)")
+    assert [Deadline.share(left, live) for left, live in ((10, 3), (9, 3), (1, 4), (0, 2), (5, 0))] == [4, 3, 1, 0, 5]
+
+
 def test_levels_config_is_validated():
     cfg = load_config(None, {"deadline": {"levels": ["full", "short-context", "extractive"]}})
     assert cfg.deadline.levels == ["full", "short-context", "extractive"]
