@@ -294,8 +294,7 @@ def _run_deadline(output: Path, deadline: str | None, now):
     if note:
         err.print(note)
     if due is not None and due.passed():
-        head, _, rest = due.passed_note().partition(": ")
-        err.print(f"[yellow]{head}:[/yellow] {rest}")
+        err.print(due.passed_note(), style="yellow")
     return due
 
 
