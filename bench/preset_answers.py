@@ -19,7 +19,8 @@ questions of ``--questions`` (a file with reference ``answer``s) with a configur
   included, / answered).
 
 Rows are merged into ``--out`` by label (``preset`` + ``--label-suffix``) with the machine and date
-(docs/results/preset_answers.md shows them).
+(docs/results/preset_answers.md shows them); the 200-question rows, and the rows run beside them, go to
+``--out docs/bench/preset_answers_200.json`` (docs/results/preset_answers_200.md).
 
     python bench/preset_answers.py --index IDX --questions ../shared/liverag-bench/smoke.jsonl \\
         --limit 12 --preset hybrid --preset cir --work WORK
