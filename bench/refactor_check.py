@@ -55,6 +55,14 @@ ANSWER_COLUMNS = ("answered", "failed", "answer_token_f1", "answer_token_precisi
 """The answer-row columns that must be equal (bench/preset_answers.py's row keys); one missing from
 either row is listed under ``not_compared``."""
 
+RETRIEVAL_NOTE = ("Each run's LLM replies are the first run's (llm.sqlite copied alone); query vectors and "
+                  "cross-encoder scores are computed in each run. equal: every compared column is the same value "
+                  "in both runs.")
+ANSWERS_NOTE = ("Each row pairs two bench/preset_answers.py rows: `preqrag run` answering the same questions "
+                "with the same batches, the LLM decoding anew (greedy, no cache). equal: every compared column "
+                "is the same value in both rows; not_compared: columns one row lacks.")
+"""The JSON's ``note`` for each mode (``--note`` is appended)."""
+
 
 def pair_answer_rows(before: dict, after: dict) -> dict:
     """One comparison of two bench/preset_answers.py rows: the compared columns' values before,
@@ -139,13 +147,6 @@ def main(argv: list[str] | None = None) -> int:
         "note": (ANSWERS_NOTE if args.answers else RETRIEVAL_NOTE) + (" " + args.note if args.note else "")})
     return 0 if all(r["equal"] for r in rows) else 1
 
-
-RETRIEVAL_NOTE = ("Each run's LLM replies are the first run's (llm.sqlite copied alone); query vectors and "
-                  "cross-encoder scores are computed in each run. equal: every compared column is the same value "
-                  "in both runs.")
-ANSWERS_NOTE = ("Each row pairs two bench/preset_answers.py rows: `preqrag run` answering the same questions "
-                "with the same batches, the LLM decoding anew (greedy, no cache). equal: every compared column "
-                "is the same value in both rows; not_compared: columns one row lacks.")
 
 run = main
 """The entry of ``python -m bench refactor_check`` (bench/__main__.py): ``run(argv)``, the exit status."""
