@@ -128,8 +128,7 @@ def answer(args) -> None:
             r = json.loads(line)
             have[r["id"]] = r
     # prompt warm-up: the first call pays llama.cpp's graph allocation, not the configuration
-    if hasattr(llm, "warm_up"):
-        llm.warm_up()
+    llm.warm_up()
     count = getattr(llm, "count_tokens", None)
     todo = [it for it in items if it["id"] not in have]
     with cache.open("a", encoding="utf-8") as fh:

@@ -144,7 +144,7 @@ def classifier_row(questions, cfg, label: str, command: str) -> dict:
     from preqrag.models.llm import load_llm
 
     llm = load_llm(cfg.llm, cfg.run.cache_dir)
-    getattr(llm, "warm_up", lambda: None)()
+    llm.warm_up()
     t0 = time.perf_counter()
     out = []
     for start in range(0, len(questions), 16):

@@ -11,7 +11,18 @@ import urllib.request
 from preqrag.core.contracts import LLMError
 
 
-class HandlerLLM:
+class FakeLLMBase:
+    """The members of :class:`preqrag.core.contracts.LLM` a scripted LLM has nothing to do for:
+    no model to load, no call to cut at a deadline."""
+
+    def warm_up(self) -> None:
+        pass
+
+    def set_call_deadline(self, at) -> None:
+        pass
+
+
+class HandlerLLM(FakeLLMBase):
     """A fake LLM: ``handlers`` maps a system prompt to ``f(user_text) -> reply | LLMError``;
     records every request as ``(system, user, max_tokens)`` in ``calls``."""
 
@@ -43,7 +54,7 @@ def server_down(_):
     return LLMError("server down")
 
 
-class ReplyLLM:
+class ReplyLLM(FakeLLMBase):
     """A fake LLM: ``reply(messages, temperature, seed)`` gives each reply; records each call's
     options in ``calls``."""
 
@@ -75,7 +86,7 @@ def rewritten(text) -> str:
     return json.dumps({"rewritten": text})
 
 
-class QueuedLLM:
+class QueuedLLM(FakeLLMBase):
     """Returns the queued replies in order (an LLMError item is returned in place); records prompts."""
 
     name = "fake"

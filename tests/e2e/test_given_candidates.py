@@ -15,6 +15,7 @@ from conftest import TEST_OVERRIDES, config_toml, run_cli
 from preqrag.components.candidates import has_candidates, read_candidates
 from preqrag.core.config import load_config
 from preqrag.core.records import LiveRAGAnswer, Question, Trace
+from fakes import FakeLLMBase
 
 RETRIEVAL_STAGES = {"rewrite", "sparse", "dense", "fusion", "rerank", "mmr", "merge", "pairwise", "prune"}
 
@@ -63,7 +64,7 @@ def _candidates(small_index, small_corpus, n=3):
     return [{"docid": r["id"], "score": float(10 - i), "doc": {"segment": r["text"]}} for i, r in enumerate(picked)]
 
 
-class FakeLLM:
+class FakeLLM(FakeLLMBase):
     name = "fake"
     context_window = 4096
 

@@ -11,9 +11,10 @@ from conftest import TEST_OVERRIDES
 from preqrag.core.config import load_config
 from preqrag.systems.ginger.generator import FLUENCY_SYSTEM, SUMMARY_SYSTEM
 from preqrag.core.records import Trace
+from fakes import FakeLLMBase
 
 
-class ScriptedLLM:
+class ScriptedLLM(FakeLLMBase):
     """Summaries echo their cluster, the fluency pass echoes the response; any other call (the
     GINGER rewriter's, nugget detection) gets an empty reply, so those steps take their recorded
     fallbacks (nuggets: each passage's sentence closest to the question)."""

@@ -59,9 +59,7 @@ class CrossEncoderStep:
         return out
 
     def warm_up(self) -> None:
-        fn = getattr(self.reranker, "warm_up", None)
-        if fn is not None:
-            fn()
+        self.reranker.warm_up()
 
     def rerank(self, queries: list[str], rankings: list[Ranking],
                text_of: Callable[[str], str]) -> list[Ranking]:

@@ -90,6 +90,19 @@ class LLM(Protocol):
         (an OpenAI-compatible server) returns the conservative :func:`preqrag.core.text.approx_tokens`."""
         ...
 
+    def warm_up(self) -> None:
+        """Load the model now (llama.cpp: the GGUF weights; a server backend: nothing), so that
+        a model that cannot load fails before the first question. Calls load it when not yet
+        loaded."""
+        ...
+
+    def set_call_deadline(self, at: float | None) -> None:
+        """Give the calls the calling thread makes from now on the deadline ``at`` (seconds since
+        the epoch; None: none), for ``preqrag run --deadline``: the OpenAI-compatible backend's
+        requests time out at ``at`` and are not retried past it; llama.cpp's batched calls end
+        the sequences still decoding at ``at`` with an LLMError; a wrapper passes it on."""
+        ...
+
     def chat(self, messages: list[dict], *, max_tokens: int, temperature: float = 0.0,
              schema: OutputSchema | None = None, seed: int | None = None, top_p: float | None = None,
              top_k: int | None = None, repeat_penalty: float | None = None) -> str:
@@ -181,6 +194,10 @@ class Encoder(Protocol):
 
     def count_tokens(self, text: str) -> int: ...
 
+    def warm_up(self) -> None:
+        """Load the model's weights now (encoding loads them when not yet loaded)."""
+        ...
+
 
 Filters = dict[str, list[str]]
 """A metadata filter: field → allowed values (a passage passes when, for every field, its
@@ -235,6 +252,10 @@ class Reranker(Protocol):
 
     def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         """Return ``float32`` scores of shape ``(len(pairs),)``."""
+        ...
+
+    def warm_up(self) -> None:
+        """Load the model's weights now (scoring loads them when not yet loaded)."""
         ...
 
 
@@ -328,6 +349,10 @@ class RerankStep(Protocol):
 
     def rerank(self, queries: list[str], rankings: list[Ranking],
                text_of: Callable[[str], str]) -> list[Ranking]: ...
+
+    def warm_up(self) -> None:
+        """Load the models the step scores with now (a step without one: nothing)."""
+        ...
 
 
 ROWS = "rows"

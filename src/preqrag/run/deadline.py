@@ -374,23 +374,12 @@ class DeadlineController:
 # ------------------------------------------------------------------------------ running batches
 
 
-def _llm_backends(llm) -> list:
-    """``llm`` and what it wraps (a CachedLLM's ``llm``)."""
-    out = []
-    while llm is not None and llm not in out:
-        out.append(llm)
-        llm = getattr(llm, "llm", None)
-    return out
-
-
 def set_call_deadline(llm, at: float | None) -> None:
     """Give the LLM calls the calling thread makes from now on the deadline ``at`` (epoch
     seconds; None: none), where the backend takes one (the OpenAI-compatible backend: requests
     time out at ``at`` and are not retried past it)."""
-    for backend in _llm_backends(llm):
-        fn = getattr(backend, "set_call_deadline", None)
-        if fn is not None:
-            fn(at)
+    if llm is not None:
+        llm.set_call_deadline(at)
 
 
 def _stage_profile(outcomes: list[Outcome], wall: float, n: int) -> dict[str, float]:

@@ -41,6 +41,7 @@ from ..components.candidates import has_candidates, read_candidates
 from ..components.citations import numbers_to_ids
 from ..components.registry import Context, build, tables_of
 from ..core.config import PipelineConfig, renamed_tables
+from ..retrieval.bm25 import BM25Retriever
 from ..core.records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
                       Ranking, StageBatch, SubQuery, Trace)
 from ..core.contracts import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generated, Generator, LLMError, Merger,
@@ -117,7 +118,7 @@ def retrievers_of(cfg: PipelineConfig, index, ctx: Context) -> list[tuple[str, R
     out: list[tuple[str, Retriever, int, str]] = []
     if r.use_sparse:
         sparse = index.sparse
-        if getattr(sparse, "cfg", cfg.bm25) != cfg.bm25 and hasattr(sparse, "with_settings"):
+        if isinstance(sparse, BM25Retriever) and sparse.cfg != cfg.bm25:
             sparse = sparse.with_settings(cfg.bm25)
         out.append(("sparse", sparse, r.sparse_top_k, "sparse"))
     if r.use_dense and index.dense is not None:
@@ -254,9 +255,8 @@ class Pipeline:
         """Load every model the components use (embedder, rerankers, LLM) now, so that the
         first question does not pay for loading and a model that cannot load fails here."""
         for component in (self.index.encoder, *self.rerank_chain, self.llm):
-            fn = getattr(component, "warm_up", None)
-            if fn is not None:
-                fn()
+            if component is not None:
+                component.warm_up()
 
     # ------------------------------------------------------------------ batch API
     def answer(self, questions: list[Question]) -> list[Outcome]:

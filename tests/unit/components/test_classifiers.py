@@ -27,6 +27,7 @@ from preqrag.core.config import load_config
 from preqrag.core.contracts import Classifier, LLMError, chat_each
 
 from _bench import DEV, SMOKE, bench_file
+from fakes import FakeLLMBase
 
 
 @pytest.fixture
@@ -153,7 +154,7 @@ def test_learned_classifier_errors(tmp_path):
 
 # ------------------------------------------------------------------------------ LLM (parsing only)
 
-class FakeLLM:
+class FakeLLM(FakeLLMBase):
     """Returns canned replies in order; an LLMError instance is returned as a failure."""
 
     name = "fake"

@@ -21,6 +21,7 @@ from preqrag.core.records import Classification, QueryPlan, Ranking, SubQuery, T
 from preqrag.core.contracts import LLMError
 
 from _bench import SMOKE
+from fakes import FakeLLMBase
 
 
 # ---------------------------------------------------------------------------- helpers
@@ -283,7 +284,7 @@ def test_prompts_are_the_papers():
     assert not judge_is_meaningless("gpt-4o-mini")
 
 
-class ScriptedLLM:
+class ScriptedLLM(FakeLLMBase):
     """Test double for the *parsing logic only*: answers each prompt with a scripted reply."""
 
     def __init__(self, reply, name="scripted"):

@@ -222,3 +222,43 @@ def test_every_executor_has_every_member_the_runner_reads():
     assert ray.model_usage() == ({}, {})
     init = DeadlineRunner.__init__.__code__.co_names
     assert {"fallbacks", "batches", "cfg"} <= set(init)
+
+
+def test_every_backend_has_every_member_its_stage_protocol_declares():
+    """The pipeline, the caches and the deadline call ``warm_up`` and ``set_call_deadline``
+    directly, with no getattr probing (issue 56): every class in src/ that implements a stage
+    protocol's main method (``chat_many``, ``encode``, ``score`` of (query, passage) pairs,
+    ``rerank``, ``prefer``) has every method and property that protocol declares."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    import preqrag
+    from preqrag.core import contracts
+    from preqrag.systems.ginger.pairwise import PairScorer
+
+    protocols = {"chat_many": contracts.LLM, "encode": contracts.Encoder, "rerank": contracts.RerankStep,
+                 "prefer": PairScorer}
+    rerankers = {"preqrag.models.rerankers"}  # `score` of pairs: the cross-encoders and their caches
+    found, missing = {}, []
+    for mod in pkgutil.walk_packages(preqrag.__path__, "preqrag."):
+        if mod.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(mod.name)
+        for cls in vars(module).values():
+            if not inspect.isclass(cls) or cls.__module__ != module.__name__ or getattr(cls, "_is_protocol", False):
+                continue
+            for method, proto in list(protocols.items()) + [("score", contracts.Reranker)]:
+                if method not in vars(cls) or (proto is contracts.Reranker
+                                               and not module.__name__.startswith(tuple(rerankers))):
+                    continue
+                found.setdefault(proto.__name__, []).append(cls.__name__)
+                declared = [n for n, v in vars(proto).items()
+                            if not n.startswith("_") and (callable(v) or isinstance(v, property))]
+                missing += [f"{module.__name__}.{cls.__name__}.{n} ({proto.__name__})"
+                            for n in declared if not hasattr(cls, n)]
+    assert not missing, "members a stage protocol declares are missing:\n" + "\n".join(missing)
+    assert {"LlamaCppLLM", "OpenAICompatibleLLM", "CachedLLM"} <= set(found["LLM"])
+    assert {"CrossEncoderStep", "MMRStep", "BM25PruneStep", "PairwiseStep"} <= set(found["RerankStep"])
+    assert {"OnnxEncoder", "CachedEncoder"} <= set(found["Encoder"])
+    assert {"OnnxCrossEncoder", "CachedReranker", "RecentScores"} <= set(found["Reranker"])

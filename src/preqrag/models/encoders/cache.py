@@ -30,9 +30,7 @@ class CachedEncoder:
 
     def warm_up(self) -> None:
         """Load the wrapped model now."""
-        fn = getattr(self.encoder, "warm_up", None)
-        if fn is not None:
-            fn()
+        self.encoder.warm_up()
 
     @property
     def dim(self) -> int:

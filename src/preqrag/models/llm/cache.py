@@ -45,9 +45,12 @@ class CachedLLM:
 
     def warm_up(self) -> None:
         """Load the wrapped model now."""
-        fn = getattr(self.llm, "warm_up", None)
-        if fn is not None:
-            fn()
+        self.llm.warm_up()
+
+    def set_call_deadline(self, at: float | None) -> None:
+        """The wrapped LLM's call deadline (:meth:`preqrag.core.contracts.LLM.set_call_deadline`):
+        cache hits are answered regardless; misses reach the wrapped LLM under it."""
+        self.llm.set_call_deadline(at)
 
     @property
     def hits(self) -> int:

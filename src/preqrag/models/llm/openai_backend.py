@@ -181,6 +181,9 @@ class OpenAICompatibleLLM:
         self.limiter = AdaptiveConcurrency(cfg.concurrency, slow_s=cfg.timeout_s / 2)
         self._local = threading.local()
 
+    def warm_up(self) -> None:
+        """Nothing to load: the server holds the model (the first request opens the connection)."""
+
     def set_call_deadline(self, at: float | None) -> None:
         """For calls made from this thread: no request runs or waits for a retry past ``at``
         (seconds since the epoch; None: no deadline); its timeout is cut to the time left, and a

@@ -29,9 +29,7 @@ class CachedReranker:
 
     def warm_up(self) -> None:
         """Load the wrapped model now."""
-        fn = getattr(self.reranker, "warm_up", None)
-        if fn is not None:
-            fn()
+        self.reranker.warm_up()
 
     def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         keys = [content_key(self.name, self.max_length, q, p) for q, p in pairs]
@@ -72,9 +70,7 @@ class RecentScores:
 
     def warm_up(self) -> None:
         """Load the wrapped model now."""
-        fn = getattr(self.reranker, "warm_up", None)
-        if fn is not None:
-            fn()
+        self.reranker.warm_up()
 
     def score(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         out = np.zeros(len(pairs), dtype=np.float32)

@@ -189,6 +189,11 @@ class MMRStep:
         self.passage_vectors = passage_vectors
         self.query_vectors = query_vectors
 
+    def warm_up(self) -> None:
+        """Nothing to load ahead: the passage vectors are the index's (read on first use), and an
+        encoder the step needs (a BM25-only index, or cosine relevance) is the index's or loads
+        on first use."""
+
     def rerank(self, queries: list[str], rankings: list[Ranking],
                text_of: Callable[[str], str]) -> list[Ranking]:
         heads = [r.ids[:self.top_j] for r in rankings]

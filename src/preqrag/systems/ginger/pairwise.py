@@ -61,6 +61,10 @@ class PairScorer(Protocol):
 
     def prefer(self, triples: list[tuple[str, str, str]]) -> np.ndarray: ...
 
+    def warm_up(self) -> None:
+        """Load the scoring model now."""
+        ...
+
 
 def sym_sum(n: int, pairs: list[tuple[int, int]], probs: np.ndarray) -> np.ndarray:
     """Sym-sum aggregation (Pradeep et al. 2021, eq. 7): for every ordered pair ``(i, j)`` with
@@ -97,9 +101,7 @@ class CrossEncoderPreference:
         self.name = f"bradley-terry({reranker.name})"
 
     def warm_up(self) -> None:
-        fn = getattr(self.reranker, "warm_up", None)
-        if fn is not None:
-            fn()
+        self.reranker.warm_up()
 
     def prefer(self, triples: list[tuple[str, str, str]]) -> np.ndarray:
         index: dict[tuple[str, str], int] = {}
@@ -225,9 +227,7 @@ class PairwiseStep:
         self.top_k = top_k
 
     def warm_up(self) -> None:
-        fn = getattr(self.scorer, "warm_up", None)
-        if fn is not None:
-            fn()
+        self.scorer.warm_up()
 
     def rerank(self, queries: list[str], rankings: list[Ranking],
                text_of: Callable[[str], str]) -> list[Ranking]:
