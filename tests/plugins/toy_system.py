@@ -51,6 +51,9 @@ class ShortestFirst:
     stage = "rerank-toy"
     trace_key = "toy"
 
+    def warm_up(self):
+        """No model to load (RerankStep declares it)."""
+
     def rerank(self, queries, rankings, text_of):
         out = []
         for r in rankings:
