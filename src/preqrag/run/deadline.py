@@ -374,14 +374,6 @@ class DeadlineController:
 # ------------------------------------------------------------------------------ running batches
 
 
-def set_call_deadline(llm, at: float | None) -> None:
-    """Give the LLM calls the calling thread makes from now on the deadline ``at`` (epoch
-    seconds; None: none), where the backend takes one (the OpenAI-compatible backend: requests
-    time out at ``at`` and are not retried past it)."""
-    if llm is not None:
-        llm.set_call_deadline(at)
-
-
 def _stage_profile(outcomes: list[Outcome], wall: float, n: int) -> dict[str, float]:
     """Stage → seconds per question of a batch (from the traces), plus ``other``: the batch's
     wall seconds per question not in any stage."""
@@ -493,7 +485,8 @@ class DeadlineRunner:
 
         def work() -> None:
             # LLM calls of this batch end at the cut-off, also after the runner stopped waiting
-            set_call_deadline(pipe.llm, cutoff)
+            if pipe.llm is not None:
+                pipe.llm.set_call_deadline(cutoff)  # LLM.set_call_deadline: this thread's calls
             try:
                 prepared = pipe.prepare(batch)
                 box["prepared"], box["prepared_at"] = prepared, self.clock()
@@ -581,4 +574,4 @@ def level_counts(levels: list[int], names: list[str]) -> dict[str, int]:
 
 __all__ = ["DEADLINE_LEVELS", "DeadlineConfig", "Deadline", "DeadlineController", "DeadlineRunner",
            "ExtractiveGenerator", "deadline_path", "level_counts", "level_overrides", "level_pipelines",
-           "parse_deadline", "resolve_deadline", "set_call_deadline", "summary_line"]
+           "parse_deadline", "resolve_deadline", "summary_line"]

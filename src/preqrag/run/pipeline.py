@@ -41,11 +41,11 @@ from ..components.candidates import has_candidates, read_candidates
 from ..components.citations import numbers_to_ids
 from ..components.registry import Context, build, tables_of
 from ..core.config import PipelineConfig, renamed_tables
-from ..retrieval.bm25 import BM25Retriever
 from ..core.records import (Citation, Classification, Failure, LiveRAGAnswer, LiveRAGPassage, QueryPlan, Question,
                       Ranking, StageBatch, SubQuery, Trace)
 from ..core.contracts import (LLM, PROGRAMMING_ERRORS, Classifier, Fusion, Generated, Generator, LLMError, Merger,
                      RerankStep, Retriever, Rewriter, StageError)
+from ..retrieval.bm25 import BM25Retriever
 
 
 def _isolated(items: list, run_batch: Callable[[list], list["Outcome"]],

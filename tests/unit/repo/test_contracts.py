@@ -237,9 +237,11 @@ def test_every_backend_has_every_member_its_stage_protocol_declares():
     from preqrag.core import contracts
     from preqrag.systems.ginger.pairwise import PairScorer
 
-    protocols = {"chat_many": contracts.LLM, "encode": contracts.Encoder, "rerank": contracts.RerankStep,
-                 "prefer": PairScorer}
-    rerankers = {"preqrag.models.rerankers"}  # `score` of pairs: the cross-encoders and their caches
+    # (main method, protocol, the package it is looked for in): `score` of (query, passage) pairs
+    # only in models/rerankers (the learned ranker's `score` takes a feature matrix)
+    protocols = [("chat_many", contracts.LLM, "preqrag."), ("encode", contracts.Encoder, "preqrag."),
+                 ("rerank", contracts.RerankStep, "preqrag."), ("prefer", PairScorer, "preqrag."),
+                 ("score", contracts.Reranker, "preqrag.models.rerankers")]
     found, missing = {}, []
     for mod in pkgutil.walk_packages(preqrag.__path__, "preqrag."):
         if mod.name.endswith("__main__"):
@@ -248,9 +250,8 @@ def test_every_backend_has_every_member_its_stage_protocol_declares():
         for cls in vars(module).values():
             if not inspect.isclass(cls) or cls.__module__ != module.__name__ or getattr(cls, "_is_protocol", False):
                 continue
-            for method, proto in list(protocols.items()) + [("score", contracts.Reranker)]:
-                if method not in vars(cls) or (proto is contracts.Reranker
-                                               and not module.__name__.startswith(tuple(rerankers))):
+            for method, proto, package in protocols:
+                if method not in vars(cls) or not module.__name__.startswith(package):
                     continue
                 found.setdefault(proto.__name__, []).append(cls.__name__)
                 declared = [n for n, v in vars(proto).items()
