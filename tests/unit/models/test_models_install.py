@@ -170,8 +170,10 @@ def test_verify_size_and_stamp(fake, tmp_path):
     path = inst.install("fake-model", download=index.download)
     st = path.stat()
     # same size, same mtime (stamp still matches): the fast check trusts the stamp, full=True reads
-    with open(path, "r+b") as fh:
-        fh.write(b"X")
+    with open(path, "r+b") as fh:  # flip the first byte (random data: writing a fixed byte may change nothing)
+        first = fh.read(1)
+        fh.seek(0)
+        fh.write(bytes([first[0] ^ 0xFF]))
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert inst.verify("fake-model") == path
     with pytest.raises(ModelInstallError, match="sha256 .* expected .*preqrag models install fake-model"):
