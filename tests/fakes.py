@@ -9,11 +9,18 @@ import urllib.error
 import urllib.request
 
 from preqrag.core.contracts import LLMError
+from preqrag.core.text import approx_tokens
 
 
 class FakeLLMBase:
     """The members of :class:`preqrag.core.contracts.LLM` a scripted LLM has nothing to do for:
-    no model to load, no call to cut at a deadline."""
+    no model to load, no call to cut at a deadline, a 4,096-token window and the conservative
+    token count (:func:`preqrag.core.text.approx_tokens`) of a backend without a tokenizer."""
+
+    context_window = 4096
+
+    def count_tokens(self, text: str) -> int:
+        return approx_tokens(text)
 
     def warm_up(self) -> None:
         pass
@@ -104,7 +111,7 @@ class QueuedLLM(FakeLLMBase):
         return [self.replies.pop(0) for _ in requests]
 
 
-class PromptRecorder:
+class PromptRecorder(FakeLLMBase):
     """Records the prompts sent and answers each with a fixed reply; the generator's prompt
     building is under test, not an LLM."""
 

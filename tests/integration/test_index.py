@@ -81,6 +81,11 @@ def test_dense_matches_brute_force_cosine(index, small_corpus):
     rows = list(range(0, n, 7))
     again = index.encoder.encode([index.passages[index.passage_ids[i]].text for i in rows], is_query=False)
     assert np.allclose(again, stored[rows], atol=max(encoder_atol(index.encoder), 1e-4))
+    # vectors by passage id (what CIR's MMR reads), in the order asked, repeats kept
+    ids = [index.passage_ids[i] for i in (5, 0, 5)]
+    assert np.array_equal(index.dense.vectors(ids), stored[[5, 0, 5]])
+    with pytest.raises(KeyError):
+        index.dense.vectors(["no-such-passage"])
     q = small_corpus[2][0]["question"]
     qv = index.encoder.encode([q], is_query=True)[0]
     ref = stored @ qv

@@ -13,7 +13,7 @@ from typing import NamedTuple
 from .registry import Context, register
 from ..core.config import ConfigError, GeneratorConfig
 from .selection import select_sentences
-from ..core.text import approx_tokens, llm_window, token_counter, truncate_tokens, truncate_words  # noqa: F401  (re-exported)
+from ..core.text import approx_tokens, truncate_tokens, truncate_words  # noqa: F401  (re-exported)
 from ..core.contracts import LLM, Generated, LLMError
 
 LOCAL_ANSWER_REPEAT_PENALTY = 1.1
@@ -181,8 +181,7 @@ class LLMGenerator:
     def generate(self, questions: list[str], contexts: list[list[str]],
                  extras: list[dict] | None = None) -> list[Generated]:
         llm = self.llm
-        count = token_counter(llm)
-        window = llm_window(llm)
+        count, window = llm.count_tokens, llm.context_window
         selected: list[tuple[list[str], list[str]]] = [
             select_sentences(q, c, max_tokens=self.cfg.context_tokens, count=count, scorer=self._score)
             if self.cfg.context_tokens

@@ -112,7 +112,7 @@ def select_sentences(question: str, passages: list[str], *, max_tokens: int,
         passages: the context passages, best first (``generator.context_top_k`` of them).
         max_tokens: tokens for all passages together (``generator.context_tokens``); each
             passage gets an equal share plus what the passages before it left unused.
-        count: the LLM's token counter (:func:`preqrag.core.text.token_counter`).
+        count: the LLM's token counter (:meth:`preqrag.core.contracts.LLM.count_tokens`).
         scorer: ``scorer(question, sentences) -> one score per sentence`` (higher = more
             answer-bearing), e.g. the cross-encoder's logits (``[generator] sentence_scorer =
             "cross-encoder"``); None (default): the IDF-weighted question-word overlap (step 2).

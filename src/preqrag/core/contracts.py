@@ -236,6 +236,18 @@ class Retriever(Protocol):
 
 
 @runtime_checkable
+class DenseRetriever(Retriever, Protocol):
+    """A :class:`Retriever` over stored passage vectors (an index's ``dense``): the embedded
+    FAISS index (:class:`preqrag.retrieval.dense.DenseRetriever`) or a Milvus collection."""
+
+    def vectors(self, ids: list[str]) -> np.ndarray:
+        """The stored vectors of passages ``ids``, float32 ``(len(ids), dim)`` in that order
+        (what CIR's MMR compares, :mod:`preqrag.systems.cir.mmr`). Raises KeyError for an id not
+        in the index."""
+        ...
+
+
+@runtime_checkable
 class Fusion(Protocol):
     """Merges several rankings of the same query into one."""
 
@@ -372,7 +384,7 @@ class Index(Protocol):
     index, or a Milvus collection.
 
     Attributes:
-        sparse: the BM25 :class:`Retriever`; ``dense``: the dense one (``None`` for a
+        sparse: the BM25 :class:`Retriever`; ``dense``: the :class:`DenseRetriever` (``None`` for a
             BM25-only index); ``encoder``: the embedder the index was built with (or None).
         passages: passage id → :class:`~preqrag.core.records.Passage` (``passages[id]``).
         manifest: how it was built (corpus hash, chunking, models, sizes).
@@ -382,7 +394,7 @@ class Index(Protocol):
     """
 
     sparse: Retriever
-    dense: Retriever | None
+    dense: DenseRetriever | None
     encoder: Encoder | None
     passages: Mapping[str, Passage]
     manifest: dict

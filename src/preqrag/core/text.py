@@ -115,22 +115,11 @@ def word_support(text: str, source: str) -> float | None:
     return len(words & content_words(source)) / len(words)
 
 
-def token_counter(llm):
-    """The LLM's own token counter (``count_tokens``) when it has one, else
-    :func:`approx_tokens` (conservative: 3 characters per token)."""
-    return getattr(llm, "count_tokens", None) or approx_tokens
-
-
 def cap_tokens(text: str, max_tokens: int, count) -> tuple[str, bool]:
     """``(text cut to max_tokens tokens by whole words, whether it was cut)``."""
     if count(text) <= max_tokens:
         return text, False
     return truncate_tokens(text, max_tokens, count), True
-
-
-def llm_window(llm, default: int = 4096) -> int:
-    """The LLM's context window in tokens (``context_window``), else ``default``."""
-    return int(getattr(llm, "context_window", None) or default)
 
 
 _REPLY_PREFIX = re.compile(r"^\s*(?:query|rewritten(?: question)?|search query|question|answer)\s*:\s*", re.I)

@@ -509,6 +509,7 @@ class DenseRetriever:
         self.batch_size = batch_size
         self._index = None
         self._facets: Facets | None = None
+        self._rows: dict[str, int] | None = None
 
     @property
     def learned_models(self) -> tuple[dict[str, str], ...]:
@@ -544,8 +545,25 @@ class DenseRetriever:
     @property
     def faiss_index(self):
         """The FAISS index (``faiss.Index``), opened on first use: for code that reads it directly
-        (vectors by row with ``reconstruct_batch``, its ``d``, its factory string)."""
+        (all rows with ``reconstruct_n``, its ``d``, its factory string); vectors by passage id:
+        :meth:`vectors`."""
         return self._load()
+
+    def vectors(self, ids: list[str]) -> np.ndarray:
+        """The stored vectors of passages ``ids``, float32 ``(len(ids), dim)`` in that order, read
+        back from the FAISS index by row (``reconstruct_batch``; nothing re-encoded). The id → row
+        map is built on the first call (one dict entry per passage).
+
+        Raises:
+            KeyError: a passage id not in the index.
+        """
+        index = self._load()
+        if not ids:
+            return np.zeros((0, index.d), np.float32)
+        if self._rows is None:
+            self._rows = {pid: i for i, pid in enumerate(self.passage_ids)}
+        rows = np.asarray([self._rows[pid] for pid in ids], dtype=np.int64)
+        return np.asarray(index.reconstruct_batch(rows), dtype=np.float32)
 
     def _load(self):
         if self._index is None:

@@ -12,6 +12,7 @@ from preqrag.components.generation import LLMGenerator
 from preqrag.components.selection import GAP, select_sentences
 from preqrag.core.text import approx_tokens
 from fakes import PromptRecorder as _Recorder
+from fakes import FakeLLMBase
 
 FILLER = ["The museum opened its new wing to visitors last spring.",
           "Parking is available in the garage on the north side.",
@@ -128,7 +129,7 @@ def test_an_answer_that_restates_its_question_gets_its_facts_in_a_follow_up_turn
     q = "Can exercise and gut health improve mood?"
     ps = ["Exercise raises serotonin. A varied gut microbiome is linked to lower anxiety."]
 
-    class _Chat:
+    class _Chat(FakeLLMBase):
         context_window = 4096
 
         def __init__(self, follow_up):

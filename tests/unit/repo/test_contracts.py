@@ -228,7 +228,7 @@ def test_every_backend_has_every_member_its_stage_protocol_declares():
     """The pipeline, the caches and the deadline call ``warm_up`` and ``set_call_deadline``
     directly, with no getattr probing (issue 56): every class in src/ that implements a stage
     protocol's main method (``chat_many``, ``encode``, ``score`` of (query, passage) pairs,
-    ``rerank``, ``prefer``) has every method and property that protocol declares."""
+    ``rerank``, ``prefer``, a dense retriever's ``vectors``) has every method and property that protocol declares."""
     import importlib
     import inspect
     import pkgutil
@@ -241,7 +241,8 @@ def test_every_backend_has_every_member_its_stage_protocol_declares():
     # only in models/rerankers (the learned ranker's `score` takes a feature matrix)
     protocols = [("chat_many", contracts.LLM, "preqrag."), ("encode", contracts.Encoder, "preqrag."),
                  ("rerank", contracts.RerankStep, "preqrag."), ("prefer", PairScorer, "preqrag."),
-                 ("score", contracts.Reranker, "preqrag.models.rerankers")]
+                 ("score", contracts.Reranker, "preqrag.models.rerankers"),
+                 ("vectors", contracts.DenseRetriever, "preqrag.")]
     found, missing = {}, []
     for mod in pkgutil.walk_packages(preqrag.__path__, "preqrag."):
         if mod.name.endswith("__main__"):
@@ -263,3 +264,4 @@ def test_every_backend_has_every_member_its_stage_protocol_declares():
     assert {"CrossEncoderStep", "MMRStep", "BM25PruneStep", "PairwiseStep"} <= set(found["RerankStep"])
     assert {"OnnxEncoder", "CachedEncoder"} <= set(found["Encoder"])
     assert {"OnnxCrossEncoder", "CachedReranker", "RecentScores"} <= set(found["Reranker"])
+    assert {"DenseRetriever", "MilvusDenseRetriever"} <= set(found["DenseRetriever"])  # what Index.dense may be

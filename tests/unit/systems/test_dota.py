@@ -18,6 +18,7 @@ from preqrag.systems.dota.planning import REWRITE_PROMPT, ROUTE_PROMPT, parse_ty
 from preqrag.systems.dota.topics import TOPIC_NAMES, TOPICS
 from preqrag.core.contracts import LLMError
 from fakes import ReplyLLM as ScriptedLLM, is_route as _is_route, rewritten, vote
+from fakes import FakeLLMBase
 
 NS = TOPIC_NAMES
 
@@ -101,7 +102,7 @@ def test_router_fallbacks_junk_and_llm_errors():
 
 
 def test_router_with_a_backend_that_ignores_options_still_votes():
-    class NoSeed:
+    class NoSeed(FakeLLMBase):
         name = "noseed"
 
         def __init__(self):
@@ -190,7 +191,7 @@ def test_aggregate_truncates_proportionally():
 
 
 def test_generator_caps_words_and_returns_llm_errors():
-    class LLM:
+    class LLM(FakeLLMBase):
         name = "fake"
         context_window = 2048
         count_tokens = staticmethod(count)
@@ -217,7 +218,7 @@ def test_generator_caps_words_and_returns_llm_errors():
 def test_generator_answers_from_the_answer_bearing_sentences():
     """With [generator] context_tokens the Fig. 5 prompt holds each passage's sentences that bear
     on the question (preqrag.components.selection), and the trace says what was kept."""
-    class LLM:
+    class LLM(FakeLLMBase):
         name = "fake"
         context_window = 2048
         count_tokens = staticmethod(count)

@@ -8,6 +8,7 @@ from preqrag.core.config import LLMConfig, RewriterConfig
 from preqrag.systems.preqrag.rewriting import (PreQRAGRewriter, parse_rewrite, parse_rewrite_reply, parse_sub_questions,
                                parse_sub_questions_reply)
 from preqrag.core.contracts import LLMError
+from fakes import FakeLLMBase
 
 Q = "I'm developing new methods for protein analysis and wondering what improvements are made to HDX methodology?"
 MULTI = "How does Azure Firewall enable network segmentation, and what are the compliance aspects of Key Vault?"
@@ -37,7 +38,7 @@ def test_parse_sub_questions():
     assert parse_sub_questions("1. Why is the sky blue?\n2. Who won the cup?", MULTI, 2, 3.0) == (None, "unrelated")
 
 
-class JunkLLM:
+class JunkLLM(FakeLLMBase):
     """An LLM that misbehaves: every reply is junk (stands in for a broken model)."""
 
     name = "junk"

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from ...core.cache import KVStore, content_key
 from ...core.contracts import LLM, LLMError, per_request_options
-from ...core.text import llm_window, token_counter
 from .structured import schema_key
 
 
@@ -36,12 +35,12 @@ class CachedLLM:
 
     @property
     def context_window(self) -> int:
-        """The wrapped LLM's window (:func:`preqrag.core.text.llm_window`: 4096 for one without)."""
-        return llm_window(self.llm)
+        """The wrapped LLM's window."""
+        return self.llm.context_window
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` by the wrapped LLM's counter (:func:`preqrag.core.text.token_counter`)."""
-        return token_counter(self.llm)(text)
+        """Tokens of ``text`` by the wrapped LLM's counter."""
+        return self.llm.count_tokens(text)
 
     def warm_up(self) -> None:
         """Load the wrapped model now."""

@@ -34,7 +34,7 @@ from ...components.generation import Generated, fit_prompt, truncate_words
 from ...models.llm.structured import CHARS_PER_TOKEN, chars_for, chat_grouped
 from ...components.selection import select_batch
 from ...core.contracts import LLM, LLMError
-from ...core.text import llm_window, split_sentences, token_counter, word_support
+from ...core.text import split_sentences, word_support
 from .settings import CIRConfig
 
 
@@ -442,8 +442,7 @@ class CIRGenerator:
     def generate(self, questions: list[str], contexts: list[list[str]],
                  extras: list[dict] | None = None) -> list[Generated]:
         llm = self.llm
-        count = token_counter(llm)
-        window = llm_window(llm)
+        count, window = llm.count_tokens, llm.context_window
         chosen = [self._expertise(extras[i] if extras else None) for i in range(len(questions))]
         fmt = self.cir.answer_format
         notes: list[list[str]] = [[] for _ in questions]

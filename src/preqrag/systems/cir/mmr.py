@@ -246,37 +246,25 @@ class MMRStep:
 
 
 def index_passage_vectors(index, cfg) -> PassageVectorsFn:
-    """Passage vectors for :class:`MMRStep` from an opened :class:`~preqrag.index.embedded.Index`.
+    """Passage vectors for :class:`MMRStep` from an opened :class:`~preqrag.core.contracts.Index`.
 
-    With a dense index: the stored vectors, read back from its FAISS ``IndexFlatIP``
-    (``reconstruct_batch`` by row; row ``i`` = ``index.dense.passage_ids[i]``), so nothing
-    is re-encoded. A BM25-only index: the passages are encoded with ``cfg.embedder``
-    (loaded on first use)."""
-    dense = getattr(index, "dense", None)
-    if dense is not None and hasattr(dense, "vectors"):  # the milvus backend: stored vectors by passage id
-        return lambda ids, texts: dense.vectors(ids)
+    With a dense index: its stored vectors (:meth:`~preqrag.core.contracts.DenseRetriever.vectors`:
+    the embedded index reads them back from FAISS, Milvus from the collection), so nothing is
+    re-encoded. A BM25-only index: the passages are encoded with the index's encoder, else
+    ``cfg.embedder`` (loaded on first use)."""
+    dense = index.dense
     if dense is not None:
-        state: dict = {}
-
-        def stored(ids: list[str], texts: list[str]) -> np.ndarray:
-            if not state:
-                state["rows"] = {pid: i for i, pid in enumerate(dense.passage_ids)}
-                state["faiss"] = dense.faiss_index  # the retriever's own loaded index: read once, shared
-            rows = np.asarray([state["rows"][pid] for pid in ids], dtype=np.int64)
-            return np.asarray(state["faiss"].reconstruct_batch(rows), dtype=np.float32)
-
-        return stored
+        return lambda ids, texts: dense.vectors(ids)
     encoder, batch_size = _encoder(index, cfg), cfg.embedder.batch_size
     return lambda ids, texts: encoder.encode(texts, is_query=False, batch_size=batch_size)
 
 
 def _encoder(index, cfg):
-    encoder = getattr(index, "encoder", None)
-    if encoder is None:
-        from ...models.encoders import load_encoder
+    if index.encoder is not None:
+        return index.encoder
+    from ...models.encoders import load_encoder
 
-        encoder = load_encoder(cfg.embedder, cfg.run.cache_dir)
-    return encoder
+    return load_encoder(cfg.embedder, cfg.run.cache_dir)
 
 
 def load_mmr_step(cfg, index) -> MMRStep:

@@ -29,7 +29,6 @@ from ...core.config import GeneratorConfig
 from .settings import DotaConfig
 from ...components.generation import CHAT_TEMPLATE_MARGIN, Generated, truncate_tokens, truncate_words
 from ...components.selection import select_batch
-from ...core.text import llm_window, token_counter
 from ...core.contracts import LLM, LLMError
 
 PROMPT = """You are a helpful assistant.
@@ -118,8 +117,7 @@ class DotaGenerator:
     def generate(self, questions: list[str], contexts: list[list[str]],
                  extras: list[dict] | None = None) -> list[Generated]:
         llm = self.llm
-        count = token_counter(llm)
-        window = llm_window(llm)
+        count, window = llm.count_tokens, llm.context_window
         room = window - self.cfg.max_new_tokens - CHAT_TEMPLATE_MARGIN
         notes: list[list[str]] = [[] for _ in questions]
         if self.cfg.context_tokens:  # each passage's answer-bearing sentences (preqrag.components.selection)

@@ -53,7 +53,7 @@ def build_pairwise_step(ctx: Context) -> PairwiseStep:
 @register("generator", "ginger")
 def build_generator(ctx: Context) -> GingerGenerator:
     """Nuggets, clusters, cluster summaries, fluency pass (GINGER §3.2-3.3, App. B.2-B.3)."""
-    encoder = getattr(ctx.index, "encoder", None)
+    encoder = ctx.index.encoder
     if ctx.cfg.ginger.nugget_detector == "cross-encoder" and ctx.cfg.cross_encoder.name == "none":
         raise ConfigError("[ginger] nugget_detector = 'cross-encoder' needs a cross-encoder: [cross_encoder] name is "
                           "'none' (set nugget_detector = 'llm')")

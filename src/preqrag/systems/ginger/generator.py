@@ -43,7 +43,7 @@ from .settings import GingerConfig
 from ...components.generation import CHAT_TEMPLATE_MARGIN, Generated
 from ...core.records import ClusterRecord, FluencyRecord, GenerationDetails, NuggetRecord, SummaryRecord
 from ...core.contracts import LLM, LLMError
-from ...core.text import cap_tokens, content_words, llm_window, split_sentences, token_counter, word_support
+from ...core.text import cap_tokens, content_words, split_sentences, word_support
 from .clustering import cluster_nuggets, embed_texts
 from ...models.llm.structured import chat_grouped
 from .nuggets import (MAX_NUGGETS_PER_PASSAGE, MAX_NUMBERED, NUGGET_FORMAT, NUGGET_SYSTEM, NUGGET_USER,
@@ -252,8 +252,7 @@ class GingerGenerator:
                  extras: list[dict] | None = None) -> list[GingerGenerated]:
         """One :class:`GingerGenerated` per question; ``citations`` number the context passages
         from 1. Never raises for LLM trouble (fallbacks are recorded)."""
-        count = token_counter(self.llm)
-        window = llm_window(self.llm)
+        count, window = self.llm.count_tokens, self.llm.context_window
         fallbacks: list[list[str]] = [[] for _ in questions]
         nuggets, truncations = self._detect(questions, contexts, count, window, fallbacks)  # 1
         clusters = self._cluster_batch(questions, nuggets, fallbacks)  # 2-3

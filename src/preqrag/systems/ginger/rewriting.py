@@ -31,7 +31,7 @@ from ...core.config import RewriterConfig
 from .settings import GingerConfig
 from ...core.records import QueryPlan, QuestionType, SubQuery
 from ...core.contracts import LLM, LLMError, Retriever
-from ...core.text import cap_tokens, content_words, token_counter
+from ...core.text import cap_tokens, content_words
 
 # Appendix B.1, verbatim (the number of rewrites, 3 in the paper, is ``{n}``).
 ANSWER_SYSTEM = ("You are a knowledgeable question answering AI that can answer a wide range of queries either in "
@@ -184,7 +184,7 @@ class GingerRewriter:
     def plan(self, questions: list[str], types: list[QuestionType]) -> list[QueryPlan]:
         """One QueryPlan per question. Never raises for LLM trouble (a failed call is a
         recorded fallback, like junk output)."""
-        count = token_counter(self.llm)
+        count = self.llm.count_tokens
         capped = [cap_tokens(q, self.cfg.max_question_tokens, count) for q in questions]
         max_tokens = self.rewriter_cfg.max_new_tokens
         answers = self.llm.chat_many(
