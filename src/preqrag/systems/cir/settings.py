@@ -37,6 +37,10 @@ class CIRConfig(_Section):
         "Not in the paper: an answer sentence that still copies 12+ consecutive words of a segment (after "
         "rewrite_copies) is said again in a short turn of its own (the sentence alone; "
         "preqrag.systems.cir.generator.PARAPHRASE_PROMPT), keeping its citations (docs/preset-cir.md has the rows)."))
+    rewrite_min_sentences: int | None = Field(None, ge=1, le=12, description=(
+        "Not in the paper: fewest sentences the rewrite turn's JSON schema allows (rewrite_copies); null: "
+        "min_sentences, as the first answer. 1 lets the rewrite leave out a sentence that does not answer the "
+        "query, as its prompt asks (preqrag.systems.cir.generator.REWRITE_PROMPT)."))
     answer_format: Literal["json", "text"] = Field("json", description=(
         "'json': the paper's output method (Table 2: 'give the output as a json'), a sentence list with each "
         "sentence's ids, constrained by a JSON schema; 'text' (not in the paper): sentences each followed by "
