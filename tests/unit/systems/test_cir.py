@@ -242,6 +242,29 @@ def test_an_answer_that_copies_a_segment_is_rewritten_in_one_more_turn():
     assert a.answer == segment and len(llm.prompts) == 1
 
 
+def test_the_rewrite_turn_has_its_own_sentence_floor():
+    """[cir] rewrite_min_sentences: the rewrite turn's schema has its own minItems, so a sentence
+    that does not answer the query can go, as REWRITE_PROMPT asks; null keeps the first answer's
+    min_sentences (then the rewrite must keep two sentences)."""
+    segment = ("Not all fillet welds need to be continuous, especially when welding stiffeners with full-length "
+               "fillet welds.")
+    first = json.dumps({"sentences": [{"text": segment, "ids": [1]}, {"text": "Bananas are yellow.", "ids": [2]}]})
+    again = json.dumps({"sentences": [{"text": "Fillet welds on stiffeners need not be continuous.", "ids": [1]}]})
+
+    class SchemaRecorder(FakeLLM):
+        def chat_many(self, requests, *, max_tokens, temperature=0.0, schema=None, **options):
+            self.schemas = [*getattr(self, "schemas", []), schema]
+            return super().chat_many(requests, max_tokens=max_tokens)
+
+    for floor, want in ((1, 1), (None, 2)):
+        llm = SchemaRecorder([first, again])
+        cir = CIRConfig(min_sentences=2, max_sentences=2, rewrite_min_sentences=floor, paraphrase_copies=False)
+        (a,) = CIRGenerator(llm, GeneratorConfig(max_words=300, max_new_tokens=1024), cir).generate(
+            ["Must fillet welds be continuous?"], [[segment, "Bananas are yellow."]])
+        assert [s["properties"]["sentences"]["minItems"] for s in llm.schemas] == [2, want]
+        assert a.citations == [("Fillet welds on stiffeners need not be continuous.", [1])]
+
+
 def test_a_sentence_still_copied_after_the_rewrite_is_paraphrased_alone():
     """[cir] paraphrase_copies: each sentence that still copies a segment goes alone to one more
     short turn (the sentence, not the segments or the question) and keeps its citations; a
