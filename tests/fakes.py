@@ -34,7 +34,6 @@ class HandlerLLM(FakeLLMBase):
     records every request as ``(system, user, max_tokens)`` in ``calls``."""
 
     name = "scripted"
-    context_window = 4096
 
     def __init__(self, handlers):
         self.handlers = handlers
@@ -97,7 +96,6 @@ class QueuedLLM(FakeLLMBase):
     """Returns the queued replies in order (an LLMError item is returned in place); records prompts."""
 
     name = "fake"
-    context_window = 4096
 
     def __init__(self, replies):
         self.replies = list(replies)
@@ -114,8 +112,6 @@ class QueuedLLM(FakeLLMBase):
 class PromptRecorder(FakeLLMBase):
     """Records the prompts sent and answers each with a fixed reply; the generator's prompt
     building is under test, not an LLM."""
-
-    context_window = 4096
 
     def __init__(self, reply: str = "Kaki, a persimmon glaze."):
         self.reply = reply

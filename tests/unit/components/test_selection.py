@@ -11,8 +11,7 @@ from preqrag.core.config import GeneratorConfig
 from preqrag.components.generation import LLMGenerator
 from preqrag.components.selection import GAP, select_sentences
 from preqrag.core.text import approx_tokens
-from fakes import PromptRecorder as _Recorder
-from fakes import FakeLLMBase
+from fakes import FakeLLMBase, PromptRecorder as _Recorder
 
 FILLER = ["The museum opened its new wing to visitors last spring.",
           "Parking is available in the garage on the north side.",
@@ -130,8 +129,6 @@ def test_an_answer_that_restates_its_question_gets_its_facts_in_a_follow_up_turn
     ps = ["Exercise raises serotonin. A varied gut microbiome is linked to lower anxiety."]
 
     class _Chat(FakeLLMBase):
-        context_window = 4096
-
         def __init__(self, follow_up):
             self.requests, self.follow_up = [], follow_up
 

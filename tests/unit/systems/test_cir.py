@@ -252,8 +252,12 @@ def test_the_rewrite_turn_has_its_own_sentence_floor():
     again = json.dumps({"sentences": [{"text": "Fillet welds on stiffeners need not be continuous.", "ids": [1]}]})
 
     class SchemaRecorder(FakeLLM):
+        def __init__(self, replies):
+            super().__init__(replies)
+            self.schemas: list = []
+
         def chat_many(self, requests, *, max_tokens, temperature=0.0, schema=None, **options):
-            self.schemas = [*getattr(self, "schemas", []), schema]
+            self.schemas.append(schema)
             return super().chat_many(requests, max_tokens=max_tokens)
 
     for floor, want in ((1, 1), (None, 2)):

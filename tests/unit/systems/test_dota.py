@@ -17,8 +17,7 @@ from preqrag.systems.dota.generation import PROMPT, DotaGenerator, aggregate, bu
 from preqrag.systems.dota.planning import REWRITE_PROMPT, ROUTE_PROMPT, parse_typo_rewrite
 from preqrag.systems.dota.topics import TOPIC_NAMES, TOPICS
 from preqrag.core.contracts import LLMError
-from fakes import ReplyLLM as ScriptedLLM, is_route as _is_route, rewritten, vote
-from fakes import FakeLLMBase
+from fakes import FakeLLMBase, ReplyLLM as ScriptedLLM, is_route as _is_route, rewritten, vote
 
 NS = TOPIC_NAMES
 

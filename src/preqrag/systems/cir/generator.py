@@ -570,10 +570,9 @@ class CIRGenerator:
             drafts = [json.dumps({"sentences": [{"text": t, "ids": n} for t, n in parsed[i].sentences]}) for i in idx]
         requests = [[{"role": "user", "content": _fill(prompt, question=questions[i], draft=d)}]
                     for i, d in zip(idx, drafts)]
-        floor = self.cir.rewrite_min_sentences
+        floor, turn = self.cir.rewrite_min_sentences, [schemas[i] for i in idx]
         if floor is not None and self.cir.answer_format == "json":  # the rewrite's own minItems
-            schemas = [cir_answer_schema(max(1, f.n_passages), self.cfg.max_new_tokens, floor, self.cir.max_sentences)
-                       for f in fitted]
-        again = chat_grouped(self.llm, requests, [schemas[i] for i in idx], [self.cfg.max_new_tokens] * len(idx),
-                             **answer_options(self.cfg))
+            turn = [cir_answer_schema(max(1, fitted[i].n_passages), self.cfg.max_new_tokens, floor,
+                                      self.cir.max_sentences) for i in idx]
+        again = chat_grouped(self.llm, requests, turn, [self.cfg.max_new_tokens] * len(idx), **answer_options(self.cfg))
         return {i: (r, copies[i]) for i, r in zip(idx, again)}
