@@ -230,6 +230,7 @@ def test_an_answer_that_copies_a_segment_is_rewritten_in_one_more_turn():
                         [[segment, "Flat is easy."], [segment, "Flat welding is the easiest position."]])
     assert len(llm.prompts) == 3 and "Must fillet welds be continuous?" in llm.prompts[2]
     assert segment in llm.prompts[2] and "Flat is easy." not in llm.prompts[2]
+    assert "keeping every fact of the draft that answers the query" in llm.prompts[2]  # not a vaguer summary
     assert a.citations == [("Stiffener fillets can be intermittent.", [1])] and a.removed_citations == 1
     assert a.fallbacks == ("generate: 1 copied sentence(s): answer rewritten",)
     assert b.answer == "Flat welding is easiest." and b.fallbacks == ()
