@@ -107,7 +107,9 @@ TEXT_REWRITE_PROMPT = ("Query: {question}\n"
                        "Some draft sentences copy their texts word for word. Write the answer to the query "
                        "again: short sentences in your own words that answer the query directly. Leave out what "
                        "does not answer the query.\n" + TEXT_FORMAT)
-"""``answer_format = "text"``: :data:`REWRITE_PROMPT` for bracketed-id answers."""
+"""``answer_format = "text"``: the rewrite turn for bracketed-id answers. It keeps the earlier wording
+(short sentences that answer the query directly), not :data:`REWRITE_PROMPT`'s "keeping every fact of the
+draft": the fact-keeping wording was measured only with JSON answers (docs/preset-cir.md)."""
 
 PARAPHRASE_PROMPT = ("Rewrite this sentence in your own words. Keep its facts and add nothing. Reply with the "
                      "rewritten sentence only.\nSentence: {sentence}")
