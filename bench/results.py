@@ -174,9 +174,11 @@ def _machine_of(row: dict, meta: dict) -> str:
 
 
 def _script_of(stem: str, rows: list[dict], meta: dict) -> str | None:
-    """The bench script that wrote a file: the one its recorded commands run, else
-    ``bench/<stem>.py`` when it exists, else None."""
-    commands = [c for c in [meta.get("command"), *[r.get("command") for r in rows]] if c]
+    """The bench script that wrote a file: the one its recorded commands run (the file's ``command`` or
+    ``commands``, a row's ``command``, else its ``script``: rows whose command is the ``preqrag run`` a
+    bench script made name the script there), else ``bench/<stem>.py`` when it exists, else None."""
+    commands = [c for c in [meta.get("command"), *(meta.get("commands") or []), *[r.get("command") for r in rows],
+                            *[r.get("script") for r in rows]] if isinstance(c, str) and c]
     return next((s for s in map(_script, commands) if s), None) or (
         f"bench/{stem}.py" if (ROOT / "bench" / f"{stem}.py").is_file() else None)
 
@@ -518,10 +520,10 @@ def index_page(files: dict[str, object]) -> str:
     table = []
     for stem, data in files.items():
         rows, meta = split_rows(data)
-        script = _script_of(stem, rows, meta) or ""
+        script = _script_of(stem, rows, meta)
         cur = current_rows(rows, meta) if rows else []
         machines = sorted({_machine_of(r, meta) for _, r in cur} if rows else {machine_text(meta.get("machine"))})
-        table.append({"benchmark": f"[{stem}](results/{stem}.md)", "measured by": f"`{script}`",
+        table.append({"benchmark": f"[{stem}](results/{stem}.md)", "measured by": f"`{script}`" if script else "–",
                       "current / all rows": f"{len(cur)} / {len(rows)}" if rows else "one record",
                       "machines": "; ".join(machines)})
     lines += md_table(table, ["benchmark", "measured by", "current / all rows", "machines"])
